@@ -1,0 +1,167 @@
+"""Metric registry: name -> scorer, direction and whether it needs probabilities.
+
+The engine, never a candidate, scores predictions (DESIGN §2). A metric's direction is a
+property of the registered metric and is fixed once per task when the :class:`~mcgs.task.TaskSpec`
+is built; nothing a candidate prints can change it.
+
+All scorers are thin wrappers over :mod:`sklearn.metrics`. MLE-bench grader names
+(``auc-roc``, ``multi-class-log-loss``, ``root-mean-squared-error`` ...) are accepted as
+aliases, so a competition's ``config.yaml`` can be read as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Metric", "get_metric", "metric_names", "UnknownMetricError"]
+
+
+class UnknownMetricError(ValueError):
+    """Raised when a metric name is neither registered nor an alias."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """One evaluation metric.
+
+    Attributes:
+        name: Canonical name (``accuracy``, ``roc_auc`` ...).
+        higher_is_better: Direction, fixed for every task that uses this metric.
+        needs_proba: True when the metric is computed on probabilities (``roc_auc``,
+            ``log_loss``); False when it needs hard labels or values (labels are derived from
+            probabilities by argmax, or a 0.5 threshold for binary tasks).
+        kind: ``"classification"`` or ``"regression"``.
+        fn: ``fn(y_true, y_pred) -> float``; for classification metrics that need
+            probabilities ``y_pred`` is an array of shape (n,) for binary tasks (probability of
+            the positive class) or (n, k) for multi-class, with ``labels`` passed as keyword.
+    """
+
+    name: str
+    higher_is_better: bool
+    needs_proba: bool
+    kind: str
+    fn: Callable[..., float] = dataclasses.field(repr=False, compare=False)
+
+    def score(self, y_true, y_pred, **kwargs) -> float:
+        """Return the metric value as a Python float.
+
+        Raises:
+            ValueError: when scikit-learn rejects the inputs (wrong shapes, NaN...).
+        """
+        return float(self.fn(np.asarray(y_true), np.asarray(y_pred), **kwargs))
+
+    def is_better(self, a: float, b: float) -> bool:
+        """True when score ``a`` is strictly better than ``b`` in this metric's direction."""
+        return a > b if self.higher_is_better else a < b
+
+    def worst(self) -> float:
+        """The worst possible value in this direction (``-inf`` or ``+inf``)."""
+        return -np.inf if self.higher_is_better else np.inf
+
+
+def _accuracy(y_true, y_pred, **_):
+    from sklearn.metrics import accuracy_score
+
+    return accuracy_score(y_true, y_pred)
+
+
+def _roc_auc(y_true, y_pred, labels=None, **_):
+    from sklearn.metrics import roc_auc_score
+
+    if y_pred.ndim == 2 and y_pred.shape[1] > 1:
+        return roc_auc_score(y_true, y_pred, multi_class="ovr", labels=labels)
+    return roc_auc_score(y_true, y_pred)
+
+
+def _log_loss(y_true, y_pred, labels=None, **_):
+    from sklearn.metrics import log_loss
+
+    return log_loss(y_true, y_pred, labels=labels)
+
+
+def _rmse(y_true, y_pred, **_):
+    from sklearn.metrics import root_mean_squared_error
+
+    return root_mean_squared_error(y_true, y_pred)
+
+
+def _rmsle(y_true, y_pred, **_):
+    from sklearn.metrics import root_mean_squared_log_error
+
+    return root_mean_squared_log_error(y_true, np.clip(y_pred, 0, None))
+
+
+def _mae(y_true, y_pred, **_):
+    from sklearn.metrics import mean_absolute_error
+
+    return mean_absolute_error(y_true, y_pred)
+
+
+def _f1(y_true, y_pred, labels=None, pos_label=1, **_):
+    from sklearn.metrics import f1_score
+
+    if labels is not None and len(labels) > 2:
+        return f1_score(y_true, y_pred, average="macro", labels=labels)
+    return f1_score(y_true, y_pred, pos_label=pos_label)
+
+
+_REGISTRY: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("accuracy", True, False, "classification", _accuracy),
+        Metric("roc_auc", True, True, "classification", _roc_auc),
+        Metric("log_loss", False, True, "classification", _log_loss),
+        Metric("f1", True, False, "classification", _f1),
+        Metric("rmse", False, False, "regression", _rmse),
+        Metric("rmsle", False, False, "regression", _rmsle),
+        Metric("mae", False, False, "regression", _mae),
+    )
+}
+
+# Aliases: common spellings and MLE-bench grader names (mlebench/grade_helpers + each
+# competition's config.yaml `grader.name`).
+_ALIASES: dict[str, str] = {
+    "acc": "accuracy",
+    "classification-accuracy": "accuracy",
+    "auc": "roc_auc",
+    "auc-roc": "roc_auc",
+    "roc-auc": "roc_auc",
+    "rocauc": "roc_auc",
+    "logloss": "log_loss",
+    "log-loss": "log_loss",
+    "multi-class-log-loss": "log_loss",
+    "multiclass-log-loss": "log_loss",
+    "binary-log-loss": "log_loss",
+    "root-mean-squared-error": "rmse",
+    "root_mean_squared_error": "rmse",
+    "root-mean-squared-log-error": "rmsle",
+    "root_mean_squared_log_error": "rmsle",
+    "mean-absolute-error": "mae",
+    "mean_absolute_error": "mae",
+    "f1-score": "f1",
+    "f1_score": "f1",
+}
+
+
+def metric_names() -> list[str]:
+    """Canonical names of all registered metrics, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_metric(name: str) -> Metric:
+    """Look a metric up by canonical name or alias (case-insensitive).
+
+    Raises:
+        UnknownMetricError: naming the unknown metric and listing the known ones.
+    """
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in _REGISTRY:
+        raise UnknownMetricError(
+            f"unknown metric {name!r}; known metrics: {', '.join(metric_names())} "
+            f"(aliases: {', '.join(sorted(_ALIASES))})"
+        )
+    return _REGISTRY[key]

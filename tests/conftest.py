@@ -1,0 +1,38 @@
+"""Shared fixtures.
+
+Tests that need the real competition data in ``../shared/data`` are marked ``realdata``: they
+skip when the folder is absent and ``CI`` is unset, and fail when ``CI=true`` and it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("MCGS_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path to ``../shared/data``; skips (or fails under ``CI=true``) when absent."""
+    if not SHARED_DATA.is_dir():
+        if _in_ci():
+            pytest.fail(f"CI=true but the shared data folder {SHARED_DATA} is absent")
+        pytest.skip(f"shared data folder {SHARED_DATA} is absent")
+    return SHARED_DATA
+
+
+def pytest_collection_modifyitems(config, items):
+    if SHARED_DATA.is_dir() or _in_ci():
+        return
+    skip = pytest.mark.skip(reason=f"realdata: {SHARED_DATA} is absent")
+    for item in items:
+        if "realdata" in item.keywords:
+            item.add_marker(skip)
