@@ -1,1 +1,34 @@
-"""TODO."""
+"""Operators: each builds its coder request from graph context (DESIGN §3).
+
+An operator is a plain function ``build_request(context, expansion) -> CoderRequest``
+(aira-dojo style: operators are functions, prompts and recipes are templates). The engine
+turns the coder's answer into a node and records the operator on the node and its edge.
+Installed as ``mcgs.operators``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mcgs.coders import CoderRequest
+from mcgs.node import Operator
+from mcgs.operators import debug, draft, improve
+from mcgs.operators.context import OperatorContext
+from mcgs.policy import Expansion
+
+__all__ = ["OperatorContext", "OPERATORS", "build_request"]
+
+OPERATORS: dict[Operator, Callable[[OperatorContext, Expansion], CoderRequest]] = {
+    Operator.DRAFT: draft.build_request,
+    Operator.DEBUG: debug.build_request,
+    Operator.IMPROVE: improve.build_request,
+}
+
+
+def build_request(context: OperatorContext, expansion: Expansion) -> CoderRequest:
+    """Dispatch to the operator named by the expansion.
+
+    Raises:
+        KeyError: the operator has no implementation yet.
+    """
+    return OPERATORS[expansion.operator](context, expansion)

@@ -1,1 +1,322 @@
-"""TODO."""
+"""Storage API over SQLAlchemy: runs, nodes and typed edges, persisted as they happen.
+
+``Storage("sqlite:///RUN_DIR/mcgs.db")`` is the default (WAL journal, busy timeout, immediate
+write transactions so concurrent writers queue instead of failing). Every write is its own
+short transaction, so a crash loses at most the candidates that were running (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from typing import Any, Iterable
+
+from sqlalchemy import create_engine, event, select, update
+from sqlalchemy.orm import sessionmaker
+
+from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
+from mcgs.storage.models import SCHEMA_VERSION, Base, EdgeModel, NodeModel, RunModel, SchemaInfo, utcnow
+
+__all__ = ["Storage", "RunRecord", "StorageError", "SCHEMA_VERSION"]
+
+
+class StorageError(RuntimeError):
+    """The database is unusable (wrong schema version, missing run ...)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """Snapshot of a run row."""
+
+    id: int
+    name: str
+    status: str
+    task_json: str
+    settings: dict[str, Any]
+    seed: int
+    data_fingerprint: str
+    package_versions: dict[str, str]
+    isolation: str
+    elapsed_s: float
+    best_node_id: int | None
+    created_at: _dt.datetime
+
+
+def _sqlite_pragmas(dbapi_conn, _record):
+    dbapi_conn.isolation_level = None  # let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _begin_immediate(conn):
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _node(m: NodeModel) -> FrozenNode:
+    return FrozenNode(
+        id=m.id,
+        seq=m.seq,
+        parent_id=m.parent_id,
+        operator=Operator(m.operator),
+        state=NodeState(m.state),
+        plan=m.plan,
+        code=m.code,
+        config=json.loads(m.config_json or "{}"),
+        score=m.score,
+        reward=m.reward,
+        error=m.error,
+        stdout_tail=m.stdout_tail or "",
+        stderr_tail=m.stderr_tail or "",
+        runtime_s=m.runtime_s,
+        knowledge_ids=tuple(json.loads(m.knowledge_ids_json or "[]")),
+        created_at=m.created_at,
+        finished_at=m.finished_at,
+        workspace=m.workspace,
+        depth=m.depth,
+    )
+
+
+def _run(m: RunModel) -> RunRecord:
+    return RunRecord(
+        id=m.id,
+        name=m.name,
+        status=m.status,
+        task_json=m.task_json,
+        settings=json.loads(m.settings_json),
+        seed=m.seed,
+        data_fingerprint=m.data_fingerprint,
+        package_versions=json.loads(m.package_versions_json or "{}"),
+        isolation=m.isolation,
+        elapsed_s=m.elapsed_s,
+        best_node_id=m.best_node_id,
+        created_at=m.created_at,
+    )
+
+
+class Storage:
+    """Persistent store of runs, nodes and edges.
+
+    Args:
+        url: SQLAlchemy URL, e.g. ``sqlite:///runs/a/mcgs.db``.
+
+    Raises:
+        StorageError: when the database was written by an incompatible schema version.
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        is_sqlite = url.startswith("sqlite")
+        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if is_sqlite else {"pool_pre_ping": True}
+        self.engine = create_engine(url, **kwargs)
+        if is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "begin", _begin_immediate)
+        Base.metadata.create_all(self.engine)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._check_schema()
+
+    # ---------------------------------------------------------------- schema
+
+    def _check_schema(self) -> None:
+        with self._session.begin() as s:
+            row = s.get(SchemaInfo, "schema_version")
+            if row is None:
+                s.add(SchemaInfo(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif int(row.value) != SCHEMA_VERSION:
+                raise StorageError(
+                    f"{self.url} has schema version {row.value}, this mcgs uses {SCHEMA_VERSION}; "
+                    f"use the mcgs version that wrote it"
+                )
+
+    @property
+    def schema_version(self) -> int:
+        with self._session() as s:
+            return int(s.get(SchemaInfo, "schema_version").value)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ---------------------------------------------------------------- runs
+
+    def create_run(
+        self,
+        *,
+        name: str,
+        task_json: str,
+        settings: dict[str, Any],
+        seed: int,
+        data_fingerprint: str,
+        package_versions: dict[str, str],
+        isolation: str,
+    ) -> RunRecord:
+        """Create a run and its root node in one transaction."""
+        with self._session.begin() as s:
+            run = RunModel(
+                name=name,
+                task_json=task_json,
+                settings_json=json.dumps(settings, default=str),
+                seed=seed,
+                data_fingerprint=data_fingerprint,
+                package_versions_json=json.dumps(package_versions),
+                isolation=isolation,
+                status="created",
+            )
+            s.add(run)
+            s.flush()
+            s.add(NodeModel(run_id=run.id, seq=0, operator=Operator.ROOT.value, state=NodeState.ROOT.value, depth=0))
+            s.flush()
+            return _run(run)
+
+    def get_run(self, name: str) -> RunRecord:
+        """Raises StorageError when no run has that name."""
+        with self._session() as s:
+            m = s.scalars(select(RunModel).where(RunModel.name == name)).first()
+            if m is None:
+                names = s.scalars(select(RunModel.name)).all()
+                raise StorageError(f"no run named {name!r} in {self.url} (runs: {names})")
+            return _run(m)
+
+    def list_runs(self) -> list[RunRecord]:
+        with self._session() as s:
+            return [_run(m) for m in s.scalars(select(RunModel).order_by(RunModel.id))]
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        """Update run columns (``status``, ``elapsed_s``, ``best_node_id``, ``isolation``)."""
+        allowed = {"status", "elapsed_s", "best_node_id", "isolation"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"cannot update run fields {sorted(unknown)}")
+        with self._session.begin() as s:
+            s.execute(update(RunModel).where(RunModel.id == run_id).values(**fields, updated_at=utcnow()))
+
+    # ---------------------------------------------------------------- nodes
+
+    def add_node(
+        self,
+        run_id: int,
+        *,
+        parent_id: int,
+        operator: Operator,
+        plan: str,
+        code: str,
+        config: dict[str, Any] | None = None,
+        knowledge_ids: Iterable[str] = (),
+        extra_edges: Iterable[tuple[int, EdgeKind, dict[str, Any]]] = (),
+        state: NodeState = NodeState.PENDING,
+    ) -> FrozenNode:
+        """Insert a node with its ``derives`` edge (and any extra typed edges) atomically.
+
+        Args:
+            extra_edges: ``(src_id, kind, data)`` triples for fuses/references/ensembles.
+        """
+        with self._session.begin() as s:
+            parent = s.get(NodeModel, parent_id)
+            if parent is None or parent.run_id != run_id:
+                raise StorageError(f"parent node {parent_id} is not in run {run_id}")
+            seq = (s.scalar(select(NodeModel.seq).where(NodeModel.run_id == run_id).order_by(NodeModel.seq.desc()).limit(1)) or 0) + 1
+            m = NodeModel(
+                run_id=run_id,
+                seq=seq,
+                parent_id=parent_id,
+                operator=operator.value,
+                state=state.value,
+                depth=parent.depth + 1,
+                plan=plan,
+                code=code,
+                config_json=json.dumps(config or {}),
+                knowledge_ids_json=json.dumps(list(knowledge_ids)),
+            )
+            s.add(m)
+            s.flush()
+            s.add(EdgeModel(run_id=run_id, src_id=parent_id, dst_id=m.id, kind=EdgeKind.DERIVES.value, operator=operator.value))
+            for src, kind, data in extra_edges:
+                s.add(EdgeModel(run_id=run_id, src_id=src, dst_id=m.id, kind=kind.value, operator=operator.value, data_json=json.dumps(data)))
+            s.flush()
+            return _node(m)
+
+    def set_running(self, node_id: int, workspace: str) -> None:
+        with self._session.begin() as s:
+            s.execute(
+                update(NodeModel)
+                .where(NodeModel.id == node_id)
+                .values(state=NodeState.RUNNING.value, workspace=workspace, started_at=utcnow())
+            )
+
+    def finish_node(
+        self,
+        node_id: int,
+        *,
+        state: NodeState,
+        score: float | None = None,
+        reward: float | None = None,
+        error: str | None = None,
+        stdout_tail: str = "",
+        stderr_tail: str = "",
+        runtime_s: float | None = None,
+    ) -> FrozenNode:
+        """Record a node's verdict. Finished nodes are immutable: a second call raises."""
+        with self._session.begin() as s:
+            m = s.get(NodeModel, node_id)
+            if m is None:
+                raise StorageError(f"node {node_id} does not exist")
+            if NodeState(m.state).is_finished():
+                raise StorageError(f"node {node_id} is already finished ({m.state})")
+            m.state = state.value
+            m.score = score
+            m.reward = reward
+            m.error = error
+            m.stdout_tail = stdout_tail
+            m.stderr_tail = stderr_tail
+            m.runtime_s = runtime_s
+            m.finished_at = utcnow()
+            s.flush()
+            return _node(m)
+
+    def interrupt_unfinished(self, run_id: int) -> list[int]:
+        """Mark PENDING/RUNNING nodes of a run INTERRUPTED (after a crash or a stop).
+
+        Returns:
+            Ids of the nodes changed.
+        """
+        with self._session.begin() as s:
+            ids = list(
+                s.scalars(
+                    select(NodeModel.id).where(
+                        NodeModel.run_id == run_id,
+                        NodeModel.state.in_([NodeState.PENDING.value, NodeState.RUNNING.value]),
+                    )
+                )
+            )
+            if ids:
+                s.execute(
+                    update(NodeModel)
+                    .where(NodeModel.id.in_(ids))
+                    .values(state=NodeState.INTERRUPTED.value, error="interrupted: the engine stopped while it ran", finished_at=utcnow())
+                )
+            return ids
+
+    def get_node(self, node_id: int) -> FrozenNode:
+        with self._session() as s:
+            m = s.get(NodeModel, node_id)
+            if m is None:
+                raise StorageError(f"node {node_id} does not exist")
+            return _node(m)
+
+    def get_nodes(self, run_id: int) -> list[FrozenNode]:
+        """All nodes of a run in creation order."""
+        with self._session() as s:
+            return [_node(m) for m in s.scalars(select(NodeModel).where(NodeModel.run_id == run_id).order_by(NodeModel.seq))]
+
+    def get_edges(self, run_id: int) -> list[FrozenEdge]:
+        """All typed edges of a run."""
+        with self._session() as s:
+            return [
+                FrozenEdge(src=m.src_id, dst=m.dst_id, kind=EdgeKind(m.kind), operator=Operator(m.operator), data=json.loads(m.data_json or "{}"))
+                for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == run_id).order_by(EdgeModel.id))
+            ]
+

@@ -1,0 +1,3 @@
+from mcgs.cli import main
+
+main()

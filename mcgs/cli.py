@@ -1,0 +1,294 @@
+"""Command line: ``mcgs run / resume / status / demo`` and ``mcgs mlebench prepare / grade``.
+
+Thin over the library: parse, call, render (rich). Errors in the user's input are printed as
+one clear message (no traceback) with exit code 2; Ctrl-C or SIGTERM stops a run cleanly with
+exit code 130 and it can be resumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
+mlebench_app = typer.Typer(no_args_is_help=True, help="Prepare and grade MLE-bench competitions offline.")
+app.add_typer(mlebench_app, name="mlebench")
+
+console = Console(stderr=True)
+out = Console()
+
+
+class _UserError(Exception):
+    pass
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def _user_errors():
+    """Turn input errors into one clear message and exit code 2."""
+    from mcgs.metrics import UnknownMetricError
+    from mcgs.search import RunError
+    from mcgs.storage import StorageError
+    from mcgs.task import TaskError
+
+    try:
+        yield
+    except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
+        _fail(str(exc))
+
+
+def _sigterm_as_interrupt():
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _setup_logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False)],
+    )
+
+
+def _drive(search) -> None:
+    """Run a search with a live progress line; print the summary at the end."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    budget = search.clock.budget_s
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    metric = f"{search.task.metric} ({'higher' if search.task.higher_is_better else 'lower'} is better)"
+
+    def describe() -> str:
+        nodes = [n for n in search.nodes() if n.state.is_finished()]
+        best = search.best_node
+        best_txt = f"{best.score:.5f}" if best else "-"
+        return f"nodes {len(nodes)} | valid {sum(n.is_valid for n in nodes)} | best {metric} {best_txt}"
+
+    stop = threading.Event()
+    with progress:
+        task_id = progress.add_task(describe(), total=budget, completed=search.clock.elapsed, clock="")
+
+        def tick():
+            while not stop.wait(0.5):
+                el = search.clock.elapsed
+                progress.update(task_id, completed=min(el, budget), clock=f"{el:5.0f}s / {budget:.0f}s")
+
+        def on_node(_search, node):
+            progress.update(task_id, description=describe())
+            if node.state.is_failure():
+                progress.console.print(f"  node {node.seq} {node.operator.value}: [red]{node.state.value}[/] {(node.error or '').splitlines()[0][:120] if node.error else ''}", highlight=False)
+            else:
+                progress.console.print(f"  node {node.seq} {node.operator.value}: score {node.score:.5f} ({node.runtime_s:.0f}s)", highlight=False)
+
+        search.callbacks.append(on_node)
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        try:
+            search.run()
+        except KeyboardInterrupt:
+            stop.set()
+            progress.stop()
+            console.print(f"[yellow]stopped.[/] Every finished node is saved; continue with: mcgs resume {search.run_dir}")
+            _summary(search)
+            raise typer.Exit(130)
+        finally:
+            stop.set()
+    _summary(search)
+
+
+def _summary(search) -> None:
+    nodes = [n for n in search.nodes() if n.state.is_finished()]
+    best = search.best_node
+    path = search.export_best(best) if best else None
+    t = Table(show_header=False, box=None)
+    t.add_row("run", str(search.run_dir))
+    t.add_row("nodes", f"{len(nodes)} ({sum(n.is_valid for n in nodes)} valid, {sum(n.state.is_failure() for n in nodes)} failed)")
+    if best is None:
+        t.add_row("best validation score", "none: no candidate produced a valid submission")
+    else:
+        t.add_row(f"best validation score ({search.task.metric})", f"{best.score:.6f} (node {best.seq}, {best.operator.value})")
+        t.add_row("best solution", str(path / "solution.py"))
+        t.add_row("best submission", str(path / "submission.csv"))
+    if search.stop_reason:
+        t.add_row("stopped because", search.stop_reason)
+    out.print(t)
+
+
+@app.command()
+def run(
+    task: Path = typer.Argument(..., help="Task folder (task.yaml + CSVs) or an MLE-bench competition folder."),
+    out_dir: Path = typer.Option(..., "--out", help="Run directory to create (storage, node workspaces, best/)."),
+    time_budget: str = typer.Option("10m", help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
+    per_run_timeout: str = typer.Option("5m", help="Wall-clock limit of one candidate program."),
+    seed: int = typer.Option(0, help="Seed of the search."),
+    max_nodes: Optional[int] = typer.Option(None, help="Stop after this many finished nodes."),
+    memory_mb: int = typer.Option(8192, help="Memory limit of one candidate, MiB."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
+) -> None:
+    """Search for a solution to TASK and write RUN_DIR/best/{solution.py,submission.csv}."""
+    _setup_logging(verbose)
+    _sigterm_as_interrupt()
+    with _user_errors():
+        from mcgs.search import create_search
+        from mcgs.settings import SearchSettings, parse_duration
+
+        settings = SearchSettings(
+            time_budget_s=parse_duration(time_budget),
+            per_run_timeout_s=parse_duration(per_run_timeout),
+            seed=seed,
+            max_nodes=max_nodes,
+            memory_mb=memory_mb,
+        )
+        search = create_search(task, out_dir, settings=settings)
+    _drive(search)
+
+
+@app.command()
+def resume(
+    run_dir: Path = typer.Argument(..., help="Run directory of a stopped run."),
+    time_budget: Optional[str] = typer.Option(None, help="New total budget (default: the run's own)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Continue a stopped run from its storage."""
+    _setup_logging(verbose)
+    _sigterm_as_interrupt()
+    with _user_errors():
+        from mcgs.search import open_search
+        from mcgs.settings import parse_duration
+
+        search = open_search(run_dir, time_budget_s=parse_duration(time_budget) if time_budget else None)
+        if search.clock.remaining < 5:
+            raise _UserError(
+                f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
+            )
+    _drive(search)
+
+
+@app.command()
+def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
+    """Show the nodes of a run by state and operator, and its best node."""
+    with _user_errors():
+        from collections import Counter
+
+        from mcgs.search import open_search
+
+        search = open_search(run_dir)
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    t = Table(title=f"run {search.run_dir} ({search.run_record.status})")
+    t.add_column("operator")
+    states = sorted({n.state.value for n in nodes})
+    for s in states:
+        t.add_column(s, justify="right")
+    counts = Counter((n.operator.value, n.state.value) for n in nodes)
+    for op in sorted({n.operator.value for n in nodes}):
+        t.add_row(op, *[str(counts.get((op, s), 0)) for s in states])
+    out.print(t)
+    best = search.best_node
+    if best:
+        out.print(f"best {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
+
+
+@app.command()
+def demo(
+    out_dir: Path = typer.Option(Path("demo_run"), "--out", help="Where to write the demo task and run."),
+    time_budget: str = typer.Option("2m", help="Search budget."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Build the bundled demo task (scikit-learn's breast-cancer data) and search it."""
+    _setup_logging(False)
+    _sigterm_as_interrupt()
+    with _user_errors():
+        import shutil
+
+        from mcgs.demo import build_demo_task
+        from mcgs.search import create_search
+        from mcgs.settings import SearchSettings, parse_duration
+
+        task_dir = build_demo_task(out_dir / "task")
+        run_dir = out_dir / "run"
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        settings = SearchSettings(time_budget_s=parse_duration(time_budget), per_run_timeout_s=60, seed=seed)
+        search = create_search(task_dir, run_dir, settings=settings)
+    console.print(f"demo task written to {task_dir}; searching for {time_budget}")
+    _drive(search)
+    best = search.best_node
+    if best is not None:
+        import pandas as pd
+        from sklearn.metrics import roc_auc_score
+
+        answers = pd.read_csv(task_dir / "private" / "answers.csv")
+        sub = pd.read_csv(run_dir / "best" / "submission.csv").merge(answers, on="id", suffixes=("_pred", ""))
+        auc = roc_auc_score(sub["diagnosis"] == "malignant", sub["diagnosis_pred"])
+        out.print(f"held-out test ROC AUC of the best submission: {auc:.4f}")
+
+
+@mlebench_app.command("prepare")
+def mlebench_prepare(
+    competition: str = typer.Argument(..., help="Competition id, e.g. spaceship-titanic."),
+    raw: Path = typer.Option(..., help="Folder with the competition's raw Kaggle files."),
+    out_dir: Path = typer.Option(..., "--out", help="Data directory; writes OUT/<id>/prepared/{public,private}."),
+) -> None:
+    """Rebuild MLE-bench's exact split of a competition."""
+    with _user_errors():
+        from mcgs.mlebench import prepare_competition
+
+        path = prepare_competition(competition, raw, out_dir)
+    out.print(f"prepared {competition} in {path}")
+
+
+@mlebench_app.command("grade")
+def mlebench_grade(
+    competition: str = typer.Argument(...),
+    submission: Path = typer.Argument(..., help="submission.csv to grade."),
+    data: Path = typer.Option(..., help="Data directory given to `mcgs mlebench prepare --out`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Grade a submission on the private split with MLE-bench's rules."""
+    with _user_errors():
+        from mcgs.mlebench import grade_submission
+
+        report = grade_submission(competition, submission, data)
+    d = report.to_dict()
+    if as_json:
+        out.print_json(json.dumps(d, default=str))
+        return
+    t = Table(title=f"{competition}: {submission}", show_header=False)
+    for k, v in d.items():
+        t.add_row(k, str(v))
+    out.print(t)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The offline recipe coder: composes programs from the knowledge base's recipes.
+
+A program is fully described by a small config::
+
+    {"model": "model.lightgbm", "params": {...}, "features": {"split_compound": true, ...},
+     "n_seeds": 1, "log_target": false, "seed": 0, "change": "what this node changed"}
+
+and rendered from ``knowledge_base/recipes/solution.py.j2`` plus the model's and the enabled
+feature blocks' templates. Operators act on the config (DESIGN §5):
+
+* **Draft** picks a model entry that fits the profile and that no other draft used yet (drafts
+  differ in kind, not only in seed), with the default feature blocks.
+* **Improve** escalates by tier: 0 changes one model parameter within its range (one not
+  changed by a sibling), 1 toggles a feature block, 2 changes strategy (another model family or
+  seed averaging).
+* **Debug** maps failure classes to fixes: a timeout or memory error makes the program
+  cheaper, a missing package switches the model family, anything else falls back to the
+  nearest valid ancestor's config or to the safest recipe.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from typing import Any
+
+from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.contract import CONTRACT_VERSION
+from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
+from mcgs.node import FrozenNode, NodeState, Operator
+from mcgs.profile import MAX_CATEGORIES
+
+__all__ = ["RecipeCoder", "render_program"]
+
+# Feature blocks in the order they run; each is controlled by a config flag.
+FEATURE_ORDER = ("split_compound", "count_encoding", "row_aggregates", "missing_indicators")
+SAFE_MODEL = "model.lightgbm"
+# Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
+COST_PARAMS = ("n_estimators", "iterations", "max_iter")
+
+
+def _feature_entries(profile: dict[str, Any]) -> dict[str, KnowledgeEntry]:
+    return {e.recipe.flag: e for e in retrieve(profile, recipe_kind="feature") if e.recipe.flag}
+
+
+def _model_entries(profile: dict[str, Any]) -> list[KnowledgeEntry]:
+    return retrieve(profile, recipe_kind="model")
+
+
+def _fmt(v: Any) -> Any:
+    if isinstance(v, float):
+        return float(f"{v:.4g}")
+    return v
+
+
+def render_program(config: dict[str, Any], *, title: str, plan: str, profile: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """Render a config into a standalone ``solution.py``.
+
+    Returns:
+        ``(code, knowledge_ids)``.
+
+    Raises:
+        KeyError: unknown model entry id in the config.
+    """
+    model = get_entry(config["model"])
+    feats = _feature_entries(profile)
+    blocks = ["fe_base.py.j2"]
+    ids = ["data.column_types"]
+    for flag in FEATURE_ORDER:
+        if config["features"].get(flag) and flag in feats:
+            blocks.append(feats[flag].recipe.template)
+            ids.append(feats[flag].id)
+    ids += [model.id, "strategy.kfold_oof"]
+    if config.get("n_seeds", 1) > 1:
+        ids.append("strategy.seed_averaging")
+    if config.get("log_target"):
+        ids.append("strategy.log_target")
+    params = {k: _fmt(v) for k, v in config["params"].items()}
+    code = template_environment().get_template("solution.py.j2").render(
+        title=title,
+        plan=plan,
+        knowledge_ids=ids,
+        contract_version=CONTRACT_VERSION,
+        seed=int(config.get("seed", 0)),
+        n_seeds=int(config.get("n_seeds", 1)),
+        log_target=bool(config.get("log_target")),
+        feature_blocks=blocks,
+        model_template=model.recipe.template,
+        params=repr(params),
+        max_categories=MAX_CATEGORIES,
+    )
+    return code, tuple(ids)
+
+
+class RecipeCoder:
+    """Offline coder built from the knowledge base (no network, deterministic given a seed).
+
+    Args:
+        seed: Seed of the coder's own choices (mixed with each request's seed).
+    """
+
+    name = "recipe"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    # ------------------------------------------------------------------ public
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        """Write a program for a Draft, Debug or Improve request."""
+        rng = random.Random(f"{self.seed}-{request.seed}-{request.operator.value}")
+        if request.operator is Operator.DRAFT:
+            config, plan = self._draft(request, rng)
+        elif request.operator is Operator.DEBUG:
+            config, plan = self._debug(request, rng)
+        elif request.operator is Operator.IMPROVE:
+            config, plan = self._improve(request, rng)
+        else:
+            raise ValueError(f"the recipe coder cannot serve operator {request.operator.value!r}")
+        config["seed"] = request.seed
+        model = get_entry(config["model"])
+        title = f"mcgs candidate ({request.operator.value}): {model.title}"
+        code, ids = render_program(config, title=title, plan=plan, profile=request.profile)
+        return CoderAnswer(plan=plan, code=code, config=config, knowledge_ids=ids)
+
+    # ------------------------------------------------------------------ configs
+
+    def default_config(self, model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
+        """The default config of a model entry: its default params and default feature blocks."""
+        entry = get_entry(model_id)
+        feats = _feature_entries(profile)
+        return {
+            "model": model_id,
+            "params": dict(entry.recipe.params),
+            "features": {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER},
+            "n_seeds": 1,
+            "log_target": profile.get("metric") == "rmsle",
+            "change": "draft",
+        }
+
+    def _draft(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
+        models = _model_entries(req.profile)
+        used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
+        unused = [m for m in models if m.id not in used]
+        entry = unused[0] if unused else rng.choice(models)
+        config = self.default_config(entry.id, req.profile)
+        if not unused:
+            # every family has a draft already: vary it so the new draft is not a copy
+            config = self._mutate_params(config, entry, rng, avoid=())[0]
+        on = [f for f, v in config["features"].items() if v]
+        plan = (
+            f"Draft: {entry.title} with default parameters on engineered features "
+            f"({', '.join(on) or 'raw columns only'}), trained with the task's folds. {entry.guidance.strip()}"
+        )
+        return config, plan
+
+    @staticmethod
+    def _changes(nodes: tuple[FrozenNode, ...]) -> set[str]:
+        return {str(n.config.get("change", "")) for n in nodes}
+
+    def _mutate_params(self, config, entry: KnowledgeEntry, rng: random.Random, avoid: set[str] | tuple) -> tuple[dict, str]:
+        space = entry.recipe.space
+        names = [n for n in space if n in config["params"]]
+        options = [(n, d) for n in names for d in ("up", "down")]
+        fresh = [o for o in options if f"param:{o[0]}:{o[1]}" not in avoid] or options
+        name, direction = rng.choice(fresh)
+        rng_def = space[name]
+        old = config["params"][name]
+        if rng_def.log:
+            factor = rng.uniform(1.4, 2.2)
+            new = old * factor if direction == "up" else old / factor
+        else:
+            step = (rng_def.high - rng_def.low) * rng.uniform(0.15, 0.3)
+            new = old + step if direction == "up" else old - step
+        new = min(max(new, rng_def.low), rng_def.high)
+        if rng_def.int:
+            new = int(round(new))
+        else:
+            new = _fmt(new)
+        out = copy.deepcopy(config)
+        out["params"][name] = new
+        # Keep boosting's learning rate and rounds in step: more rounds with a smaller rate.
+        if name == "learning_rate":
+            for cost in COST_PARAMS:
+                if cost in out["params"] and cost in space:
+                    r = space[cost]
+                    scaled = out["params"][cost] * (old / new) if new else out["params"][cost]
+                    out["params"][cost] = int(min(max(round(scaled), r.low), r.high))
+        out["change"] = f"param:{name}:{direction}"
+        return out, f"change {name} {old} -> {new}"
+
+    def _improve(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
+        parent = req.parent
+        assert parent is not None
+        config = copy.deepcopy(parent.config)
+        entry = get_entry(config["model"])
+        avoid = self._changes(req.siblings)
+        tier = req.tier
+        desc = ""
+        if tier == 2:
+            out = self._strategy_change(config, req, rng, avoid)
+            if out is not None:
+                config, desc = out
+            else:
+                tier = 1
+        if tier == 1:
+            feats = _feature_entries(req.profile)
+            toggles = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in avoid]
+            if toggles:
+                flag = rng.choice(toggles)
+                config["features"][flag] = not config["features"].get(flag, False)
+                config["change"] = f"feature:{flag}"
+                desc = f"{'add' if config['features'][flag] else 'remove'} feature block {feats[flag].title!r}"
+            else:
+                tier = 0
+        if tier == 0:
+            config, desc = self._mutate_params(config, entry, rng, avoid)
+        tiers = ("parameters", "features", "strategy")
+        plan = f"Improve ({tiers[tier]}) node {parent.seq} ({entry.title}, score {parent.score}): {desc}."
+        return config, plan
+
+    def _strategy_change(self, config, req: CoderRequest, rng: random.Random, avoid) -> tuple[dict, str] | None:
+        options = []
+        if config.get("n_seeds", 1) == 1 and "strategy:seed_averaging" not in avoid:
+            options.append("seed_averaging")
+        lineage_models = {n.config.get("model") for n in (req.parent, *req.lineage) if n is not None and n.config}
+        for m in _model_entries(req.profile):
+            if m.id != config["model"] and f"strategy:model:{m.id}" not in avoid and m.id not in lineage_models:
+                options.append(m.id)
+        if not options:
+            return None
+        choice = rng.choice(options)
+        if choice == "seed_averaging":
+            config["n_seeds"] = 3
+            config["change"] = "strategy:seed_averaging"
+            return config, "average 3 seeds per fold (strategy.seed_averaging)"
+        new = self.default_config(choice, req.profile)
+        new["features"] = dict(config["features"])
+        new["change"] = f"strategy:model:{choice}"
+        return new, f"switch model family to {get_entry(choice).title}, keeping the feature blocks"
+
+    def _debug(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
+        parent = req.parent
+        assert parent is not None
+        config = copy.deepcopy(parent.config) if parent.config else self.default_config(SAFE_MODEL, req.profile)
+        error = (parent.error or "") + "\n" + (parent.stderr_tail or "")[-2000:]
+        if parent.state in (NodeState.TIMEOUT, NodeState.OOM):
+            for name in COST_PARAMS:
+                if name in config["params"]:
+                    config["params"][name] = max(50, int(config["params"][name] * 0.5))
+            config["n_seeds"] = 1
+            entry = get_entry(config["model"])
+            if entry.recipe.relative_cost > 2.0:
+                config = self.default_config(SAFE_MODEL, req.profile) | {"features": config["features"]}
+            config["change"] = f"debug:{parent.state.value}"
+            return config, f"Debug {parent.state.value} of node {parent.seq}: make the program cheaper (half the boosting rounds, one seed, a cheaper model family if needed)."
+        if re.search(r"ModuleNotFoundError|ImportError", error):
+            fallback = next((m.id for m in _model_entries(req.profile) if m.id != config.get("model")), SAFE_MODEL)
+            new = self.default_config(fallback, req.profile)
+            new["change"] = "debug:import"
+            return new, f"Debug node {parent.seq}: a package is missing ({_last_line(error)}); switch to {get_entry(fallback).title}."
+        good = next((n for n in req.lineage if n.state is NodeState.VALID and n.config), None)
+        if good is not None:
+            new = copy.deepcopy(good.config)
+            new["change"] = "debug:revert"
+            return new, f"Debug node {parent.seq} ({_last_line(error)}): revert to the last valid config in its lineage (node {good.seq})."
+        new = self.default_config(SAFE_MODEL, req.profile)
+        new["features"] = {f: False for f in FEATURE_ORDER}
+        new["change"] = "debug:safe"
+        return new, f"Debug node {parent.seq} ({_last_line(error)}): fall back to the safest recipe (LightGBM on the raw columns)."
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "unknown error"
+

@@ -1,0 +1,245 @@
+"""The solution contract (DESIGN §2), version :data:`CONTRACT_VERSION`.
+
+Every candidate is a standalone ``solution.py`` run with its node's workspace as working
+directory. This module builds what the candidate reads (``input/task.json``, ``input/folds.csv``
+and the task's public files) and names what it must write. ``docs/solution_contract.md``
+describes the same contract for people; :class:`TaskJson` is its machine-checked schema.
+
+Workspace layout::
+
+    input/                      read-only: public files + task.json + folds.csv
+    working/oof.csv             REQUIRED: row + prediction columns, one line per row with fold >= 0
+    working/test_pred.csv       REQUIRED: row (0-based test position) + prediction columns
+    submission/submission.csv   REQUIRED: exactly the format of sample_submission.csv
+    logs/stdout.txt, logs/stderr.txt
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from mcgs.task import TaskSpec
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "OOF_PATH",
+    "TEST_PRED_PATH",
+    "SUBMISSION_PATH",
+    "TaskJson",
+    "build_task_json",
+    "make_folds",
+    "prepare_run_input",
+    "prepare_workspace",
+]
+
+CONTRACT_VERSION = "1.0"
+OOF_PATH = "working/oof.csv"
+TEST_PRED_PATH = "working/test_pred.csv"
+SUBMISSION_PATH = "submission/submission.csv"
+
+
+class FileInfo(BaseModel):
+    """A file a candidate reads: its path relative to the workspace and its format."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    format: Literal["csv", "json"] = "csv"
+
+
+class ValidationInfo(BaseModel):
+    """The fold scheme, as told to the candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    n_splits: int
+    folds_file: str = "input/folds.csv"
+    rule: str
+
+
+class OutputsInfo(BaseModel):
+    """Where the candidate must write its three required outputs."""
+
+    model_config = ConfigDict(extra="forbid")
+    oof: str = OOF_PATH
+    test_pred: str = TEST_PRED_PATH
+    submission: str = SUBMISSION_PATH
+
+
+class TaskJson(BaseModel):
+    """Schema of ``input/task.json`` (contract version 1.0).
+
+    Attributes:
+        contract_version: Version of this contract; bumped on any incompatible change.
+        task_name, description: What the task is.
+        task_kind: binary, multiclass, regression, multi_target_regression.
+        metric, higher_is_better: For information only; the engine scores.
+        files: ``train``, ``test``, ``sample_submission`` -> :class:`FileInfo`.
+        id_column: Column identifying test rows (or None: match by row order).
+        target_columns: Columns to predict.
+        prediction_columns: Columns of ``oof.csv`` and ``test_pred.csv`` besides ``row``.
+        submission_columns: Columns of ``submission.csv``, in order.
+        submission_format: ``label`` (class labels as in the training file), ``probability``
+            (positive-class probability / per-class probabilities) or ``value``.
+        class_labels, positive_class: For classification.
+        validation: Fold scheme and rule.
+        outputs: Required output paths.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    contract_version: str = CONTRACT_VERSION
+    task_name: str
+    description: str = ""
+    task_kind: str
+    metric: str
+    higher_is_better: bool
+    files: dict[str, FileInfo]
+    id_column: str | None
+    target_columns: list[str]
+    prediction_columns: list[str]
+    submission_columns: list[str]
+    submission_format: str
+    class_labels: list[Any] | None = None
+    positive_class: Any = None
+    validation: ValidationInfo
+    outputs: OutputsInfo = OutputsInfo()
+
+
+_RULES = {
+    "stratified_kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
+    "kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
+    "group_kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
+    "time_split": "for each fold k >= 0: fit only on rows with fold == -1 or 0 <= fold < k (the past), predict rows with fold == k",
+}
+
+
+def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
+    """Build the ``input/task.json`` document for a task.
+
+    Args:
+        spec: The task.
+        description_limit: Characters of the description kept (long descriptions are cut).
+    """
+    return TaskJson(
+        task_name=spec.name,
+        description=spec.description[:description_limit],
+        task_kind=spec.task_kind,
+        metric=spec.metric,
+        higher_is_better=spec.higher_is_better,
+        files={
+            "train": FileInfo(path=f"input/{spec.train_file}"),
+            "test": FileInfo(path=f"input/{spec.test_file}"),
+            "sample_submission": FileInfo(path=f"input/{spec.sample_submission_file}"),
+        },
+        id_column=spec.id_column,
+        target_columns=spec.target_columns,
+        prediction_columns=spec.prediction_columns,
+        submission_columns=spec.submission_columns,
+        submission_format=spec.submission_format,
+        class_labels=spec.class_labels,
+        positive_class=spec.positive_class,
+        validation=ValidationInfo(kind=spec.validation.kind or "kfold", n_splits=spec.validation.n_splits, rule=_RULES[spec.validation.kind or "kfold"]),
+    )
+
+
+def make_folds(spec: TaskSpec, train) -> "Any":
+    """Assign every training row to a fold with the task's validation scheme.
+
+    Uses scikit-learn's splitters (``StratifiedKFold``, ``KFold``, ``GroupKFold`` with the
+    scheme's seed). For ``time_split`` rows are ordered by the time column and cut into
+    ``n_splits + 1`` equal chunks; the first chunk gets fold -1 (never validated).
+
+    Args:
+        spec: The task.
+        train: The training table as read by pandas, shape (n_train, n_columns).
+
+    Returns:
+        A DataFrame with columns ``row`` (0-based position) and ``fold``, shape (n_train, 2).
+    """
+    import numpy as np
+    import pandas as pd
+    from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
+
+    v = spec.validation
+    n = len(train)
+    fold = np.full(n, -1, dtype=int)
+    idx = np.arange(n)
+    if v.kind == "stratified_kfold":
+        y = train[spec.target_columns[0]].astype(str).to_numpy()
+        splits = StratifiedKFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx, y)
+    elif v.kind == "group_kfold":
+        groups = train[v.group_column].astype(str).to_numpy()
+        splits = GroupKFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx, groups=groups)
+    elif v.kind == "time_split":
+        order = np.argsort(pd.to_datetime(train[v.time_column], errors="coerce").to_numpy(), kind="stable")
+        chunks = np.array_split(order, v.n_splits + 1)
+        splits = ((None, c) for c in chunks[1:])
+    else:
+        splits = KFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx)
+    for k, (_, valid) in enumerate(splits):
+        fold[valid] = k
+    return pd.DataFrame({"row": idx, "fold": fold})
+
+
+def _make_read_only(path: Path) -> None:
+    mode = path.stat().st_mode
+    path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
+    """Write the run's shared, read-only ``input/`` folder once (idempotent).
+
+    Copies the public files (never anything else from the task folder: held-out answers stay
+    out), writes ``task.json`` and ``folds.csv``, and removes write permission.
+
+    Returns:
+        The path of ``RUN_DIR/input``.
+    """
+    import pandas as pd
+
+    inp = run_dir / "input"
+    marker = inp / "task.json"
+    if marker.is_file():
+        return inp
+    tmp = run_dir / "input.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    for name in (spec.train_file, spec.test_file, spec.sample_submission_file):
+        shutil.copyfile(spec.data_dir / name, tmp / name)
+    desc = spec.data_dir / "description.md"
+    if desc.is_file():
+        shutil.copyfile(desc, tmp / "description.md")
+    train = pd.read_csv(spec.train_path)
+    make_folds(spec, train).to_csv(tmp / "folds.csv", index=False)
+    (tmp / "task.json").write_text(build_task_json(spec).model_dump_json(indent=2))
+    for p in tmp.iterdir():
+        _make_read_only(p)
+    os.replace(tmp, inp)
+    return inp
+
+
+def prepare_workspace(run_input: Path, workspace: Path, code: str) -> Path:
+    """Create a node's workspace: ``input`` (link to the run's read-only input), ``working/``,
+    ``submission/`` and ``solution.py``.
+
+    Returns:
+        The workspace path.
+    """
+    workspace.mkdir(parents=True, exist_ok=True)
+    link = workspace / "input"
+    if not link.exists():
+        link.symlink_to(os.path.relpath(run_input, workspace), target_is_directory=True)
+    for sub in ("working", "submission"):
+        d = workspace / sub
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir()
+    (workspace / "solution.py").write_text(code)
+    return workspace

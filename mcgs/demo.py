@@ -1,0 +1,58 @@
+"""The bundled demo task, built at run time from scikit-learn's copy of the Wisconsin
+breast-cancer data set (569 rows, 30 numeric features; Street, Wolberg & Mangasarian 1993,
+UCI ML repository). No data file is committed: the tables are written from
+``sklearn.datasets.load_breast_cancer``, which scikit-learn ships.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["build_demo_task"]
+
+_TASK_YAML = """\
+# Demo task written by `mcgs demo` from scikit-learn's breast-cancer data set.
+name: breast-cancer-demo
+metric: roc_auc
+description: >
+  Predict whether a breast mass is malignant from 30 measurements of cell nuclei in a
+  digitised image of a fine-needle aspirate. Submit the probability that the diagnosis is
+  malignant; submissions are scored by ROC AUC.
+positive_class: malignant
+"""
+
+
+def build_demo_task(folder: str | Path, test_size: float = 0.25, seed: int = 0) -> Path:
+    """Write the demo task (train.csv, test.csv, sample_submission.csv, task.yaml, and the
+    held-out answers in ``private/answers.csv``, which the search never reads).
+
+    Args:
+        folder: Where to write it (created).
+        test_size: Share of rows held out as the test set.
+        seed: Split seed.
+
+    Returns:
+        The task folder.
+    """
+    import numpy as np
+    import pandas as pd
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = load_breast_cancer(as_frame=True)
+    frame = data.frame.copy()
+    frame.columns = [c.replace(" ", "_") for c in frame.columns]
+    frame.insert(0, "id", np.arange(1, len(frame) + 1))
+    # In scikit-learn's copy, target 0 = malignant, 1 = benign.
+    frame["diagnosis"] = np.where(frame.pop("target") == 0, "malignant", "benign")
+    train, test = train_test_split(frame, test_size=test_size, random_state=seed, stratify=frame["diagnosis"])
+    train.to_csv(folder / "train.csv", index=False)
+    test.drop(columns=["diagnosis"]).to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"id": test["id"], "diagnosis": 0.5}).to_csv(folder / "sample_submission.csv", index=False)
+    private = folder / "private"
+    private.mkdir(exist_ok=True)
+    test[["id", "diagnosis"]].to_csv(private / "answers.csv", index=False)
+    (folder / "task.yaml").write_text(_TASK_YAML)
+    return folder

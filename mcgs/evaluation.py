@@ -1,0 +1,263 @@
+"""Engine-side evaluation: validate a candidate's outputs and score its OOF predictions.
+
+The candidate never computes its own score (DESIGN §2): the engine reads ``working/oof.csv``,
+aligns it with the labels it holds, and applies the task metric in the task's direction.
+Every failure is an :class:`OutputError` whose message names the file and the offending rows,
+ids or columns; the engine turns it into an ``INVALID_OUTPUT`` outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+import numpy as np
+import pandas as pd
+
+from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
+from mcgs.metrics import get_metric
+from mcgs.task import TaskSpec
+
+__all__ = [
+    "OutputError",
+    "Evaluation",
+    "TaskLabels",
+    "validate_submission",
+    "read_predictions",
+    "score_predictions",
+    "evaluate_workspace",
+]
+
+_MAX_LISTED = 5
+
+
+class OutputError(ValueError):
+    """A candidate's output file is missing or does not follow the contract."""
+
+
+def _few(items) -> str:
+    items = list(items)
+    shown = ", ".join(repr(i) for i in items[:_MAX_LISTED])
+    return shown + (f" ... ({len(items)} in all)" if len(items) > _MAX_LISTED else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskLabels:
+    """What the engine holds to score a task: labels and folds, read once per run.
+
+    Attributes:
+        spec: The task.
+        y: Training labels, shape (n_train,) or (n_train, n_targets) for multi-target.
+        folds: Fold of each training row, shape (n_train,); -1 = never validated.
+        sample: The sample submission table.
+    """
+
+    spec: TaskSpec
+    y: np.ndarray
+    folds: np.ndarray
+    sample: pd.DataFrame
+
+    @classmethod
+    def load(cls, spec: TaskSpec, folds_csv: Path) -> "TaskLabels":
+        train = pd.read_csv(spec.train_path)
+        y = train[spec.target_columns].to_numpy() if len(spec.target_columns) > 1 else train[spec.target_columns[0]].to_numpy()
+        folds = pd.read_csv(folds_csv)["fold"].to_numpy()
+        sample = pd.read_csv(spec.sample_submission_path, dtype=str, keep_default_na=False)
+        return cls(spec=spec, y=y, folds=folds, sample=sample)
+
+    @property
+    def validated_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.folds >= 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Result of evaluating one workspace.
+
+    Attributes:
+        score: Metric value on the OOF rows (engine-computed).
+        oof: OOF predictions aligned to ``TaskLabels.validated_rows``, shape (n_valid, n_cols).
+        test_pred: Test predictions, shape (n_test, n_cols).
+    """
+
+    score: float
+    oof: np.ndarray
+    test_pred: np.ndarray
+
+
+def _label_strings(values) -> set[str]:
+    return {str(v) for v in values}
+
+
+def validate_submission(spec: TaskSpec, sample: pd.DataFrame, path: Path) -> None:
+    """Check a submission against ``sample_submission.csv`` the way MLE-bench does.
+
+    Ids are matched by id (order does not matter) when the task has an id column, else by
+    row order. Checks: file exists and parses, same columns, same row count, same id set,
+    no duplicate ids, no missing values, labels among the class labels, probabilities in
+    [0, 1], values numeric for regression.
+
+    Raises:
+        OutputError: naming the offending ids or columns.
+    """
+    if not path.is_file():
+        raise OutputError(f"{SUBMISSION_PATH} was not written")
+    try:
+        sub = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as exc:
+        raise OutputError(f"{SUBMISSION_PATH} is not a readable CSV: {exc}") from exc
+    exp_cols = list(sample.columns)
+    if list(sub.columns) != exp_cols:
+        missing = [c for c in exp_cols if c not in sub.columns]
+        extra = [c for c in sub.columns if c not in exp_cols]
+        detail = []
+        if missing:
+            detail.append(f"missing columns {missing}")
+        if extra:
+            detail.append(f"extra columns {extra}")
+        if not detail:
+            detail.append(f"columns in order {list(sub.columns)}, expected {exp_cols}")
+        raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(detail))
+    if len(sub) != len(sample):
+        raise OutputError(f"{SUBMISSION_PATH}: {len(sub)} rows, expected {len(sample)} (as in sample_submission.csv)")
+    empty = sub.columns[(sub == "").any() | sub.isin(["nan", "NaN", "None", "NA", "null"]).any()]
+    if len(empty):
+        col = empty[0]
+        bad = sub.loc[(sub[col] == "") | sub[col].isin(["nan", "NaN", "None", "NA", "null"])]
+        key = bad[spec.id_column].tolist() if spec.id_column else bad.index.tolist()
+        raise OutputError(f"{SUBMISSION_PATH}: missing values in column {col!r} for {'ids' if spec.id_column else 'rows'} {_few(key)}")
+    if spec.id_column:
+        ids = sub[spec.id_column]
+        dup = ids[ids.duplicated()].unique().tolist()
+        if dup:
+            raise OutputError(f"{SUBMISSION_PATH}: duplicate ids in {spec.id_column!r}: {_few(dup)}")
+        expected = set(sample[spec.id_column])
+        got = set(ids)
+        if got != expected:
+            missing = sorted(expected - got)
+            extra = sorted(got - expected)
+            parts = []
+            if missing:
+                parts.append(f"missing ids {_few(missing)}")
+            if extra:
+                parts.append(f"unexpected ids {_few(extra)}")
+            raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(parts))
+    pred_cols = [c for c in exp_cols if c != spec.id_column]
+    for col in pred_cols:
+        vals = sub[col]
+        if spec.submission_format == "label":
+            allowed = _label_strings(spec.class_labels or [])
+            bad = sorted(set(vals) - allowed)
+            if bad:
+                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} holds values {_few(bad)} that are not class labels {sorted(allowed)}")
+        else:
+            num = pd.to_numeric(vals, errors="coerce")
+            if num.isna().any():
+                bad = vals[num.isna()].unique().tolist()
+                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has non-numeric values {_few(bad)}")
+            if not np.isfinite(num).all():
+                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has infinite values")
+            if spec.submission_format == "probability" and ((num < 0) | (num > 1)).any():
+                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has probabilities outside [0, 1]")
+
+
+def read_predictions(spec: TaskSpec, path: Path, rel: str, expected_rows: np.ndarray) -> np.ndarray:
+    """Read ``oof.csv`` or ``test_pred.csv`` and align it to ``expected_rows``.
+
+    Args:
+        spec: The task.
+        path: The file.
+        rel: Its contract path, for messages.
+        expected_rows: Row positions that must appear exactly once, shape (n,).
+
+    Returns:
+        Predictions, shape (n, len(spec.prediction_columns)), ordered as ``expected_rows``.
+
+    Raises:
+        OutputError: missing file or columns, missing/duplicate/unexpected rows, NaN,
+            probabilities outside [0, 1].
+    """
+    if not path.is_file():
+        raise OutputError(f"{rel} was not written")
+    try:
+        df = pd.read_csv(path)
+    except Exception as exc:
+        raise OutputError(f"{rel} is not a readable CSV: {exc}") from exc
+    df.columns = [str(c) for c in df.columns]
+    cols = spec.prediction_columns
+    need = ["row", *cols]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise OutputError(f"{rel}: missing columns {missing} (has {list(df.columns)}); expected {need}")
+    rows = pd.to_numeric(df["row"], errors="coerce")
+    if rows.isna().any():
+        raise OutputError(f"{rel}: column 'row' must hold integer row positions")
+    rows = rows.astype(int)
+    dup = rows[rows.duplicated()].unique().tolist()
+    if dup:
+        raise OutputError(f"{rel}: duplicate rows {_few(dup)}")
+    exp = set(expected_rows.tolist())
+    got = set(rows.tolist())
+    if got != exp:
+        parts = []
+        if exp - got:
+            parts.append(f"missing rows {_few(sorted(exp - got))}")
+        if got - exp:
+            parts.append(f"unexpected rows {_few(sorted(got - exp))}")
+        raise OutputError(f"{rel}: " + "; ".join(parts))
+    vals = df.set_index(rows)[cols].apply(pd.to_numeric, errors="coerce").loc[expected_rows].to_numpy(dtype=float)
+    if not np.isfinite(vals).all():
+        bad_cols = [c for c, ok in zip(cols, np.isfinite(vals).all(axis=0)) if not ok]
+        raise OutputError(f"{rel}: missing, non-numeric or infinite values in columns {bad_cols}")
+    if spec.task_kind in ("binary", "multiclass") and ((vals < 0) | (vals > 1)).any():
+        raise OutputError(f"{rel}: probabilities outside [0, 1]")
+    return vals
+
+
+def score_predictions(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> float:
+    """Score predictions with the task metric.
+
+    Args:
+        spec: The task (metric and kind).
+        y_true: Labels as in the training table, shape (n,) or (n, n_targets).
+        pred: Predictions in contract layout, shape (n, n_cols).
+
+    Returns:
+        The metric value (direction is ``spec.higher_is_better``).
+    """
+    metric = get_metric(spec.metric)
+    if spec.task_kind == "binary":
+        y = np.array([v == spec.positive_class or str(v) == str(spec.positive_class) for v in y_true], dtype=int)
+        p = pred[:, 0]
+        if metric.needs_proba:
+            return metric.score(y, p)
+        return metric.score(y, (p >= 0.5).astype(int))
+    if spec.task_kind == "multiclass":
+        labels = [str(c) for c in spec.class_labels or []]
+        y = np.array([str(v) for v in y_true])
+        if metric.needs_proba:
+            p = np.clip(pred, 1e-15, 1)
+            p = p / p.sum(axis=1, keepdims=True)
+            return metric.score(y, p, labels=labels)
+        return metric.score(y, np.asarray(labels)[pred.argmax(axis=1)], labels=labels)
+    if spec.task_kind == "regression":
+        return metric.score(y_true.astype(float), pred[:, 0])
+    # multi-target regression: mean column-wise score
+    return float(np.mean([metric.score(y_true[:, j].astype(float), pred[:, j]) for j in range(pred.shape[1])]))
+
+
+def evaluate_workspace(labels: TaskLabels, workspace: Path) -> Evaluation:
+    """Validate a finished candidate's outputs and compute its engine score.
+
+    Raises:
+        OutputError: any contract violation, with the file and offenders named.
+    """
+    spec = labels.spec
+    rows = labels.validated_rows
+    oof = read_predictions(spec, workspace / OOF_PATH, OOF_PATH, rows)
+    test_pred = read_predictions(spec, workspace / TEST_PRED_PATH, TEST_PRED_PATH, np.arange(spec.n_test))
+    validate_submission(spec, labels.sample, workspace / SUBMISSION_PATH)
+    score = score_predictions(spec, labels.y[rows], oof)
+    if not np.isfinite(score):
+        raise OutputError(f"the metric {spec.metric} of {OOF_PATH} is not finite ({score})")
+    return Evaluation(score=score, oof=oof, test_pred=test_pred)
+

@@ -1,0 +1,123 @@
+"""Node states, operators, edge kinds and frozen node snapshots (DESIGN §4).
+
+A node is one program and its outcome. Live state lives in storage; everything handed to
+policies, callbacks and the CLI is a :class:`FrozenNode` snapshot (as Optuna's ``FrozenTrial``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+from typing import Any
+
+__all__ = ["NodeState", "Operator", "EdgeKind", "FrozenNode", "FrozenEdge"]
+
+
+class NodeState(str, enum.Enum):
+    """Life cycle of a node.
+
+    ``ROOT`` is the task's root (no program). ``PENDING`` -> ``RUNNING`` -> one finished
+    state. ``VALID`` is the only success; ``BUGGY``, ``TIMEOUT``, ``OOM`` and
+    ``INVALID_OUTPUT`` are failures (reward -1, Debug may fix them). ``INTERRUPTED`` marks a
+    candidate killed because the engine stopped; it is not a verdict on the program.
+    """
+
+    ROOT = "root"
+    PENDING = "pending"
+    RUNNING = "running"
+    VALID = "valid"
+    BUGGY = "buggy"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    INVALID_OUTPUT = "invalid_output"
+    INTERRUPTED = "interrupted"
+
+    def is_finished(self) -> bool:
+        """True for states that carry a verdict on the program."""
+        return self in _FINISHED
+
+    def is_failure(self) -> bool:
+        """True for finished states that are not VALID."""
+        return self in _FAILURES
+
+
+_FAILURES = frozenset({NodeState.BUGGY, NodeState.TIMEOUT, NodeState.OOM, NodeState.INVALID_OUTPUT})
+_FINISHED = _FAILURES | {NodeState.VALID}
+
+
+class Operator(str, enum.Enum):
+    """The operator that created a node (recorded on the node and on its ``derives`` edge)."""
+
+    ROOT = "root"
+    DRAFT = "draft"
+    DEBUG = "debug"
+    IMPROVE = "improve"
+
+
+class EdgeKind(str, enum.Enum):
+    """Typed edges of the search graph. ``DERIVES`` edges (primary parent -> child) form the
+    tree that carries UCT statistics; the others make it a graph."""
+
+    DERIVES = "derives"
+    FUSES = "fuses"
+    REFERENCES = "references"
+    ENSEMBLES = "ensembles"
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenNode:
+    """Immutable snapshot of a node as stored.
+
+    Attributes:
+        id: Storage id (unique within a storage).
+        seq: 0-based creation order within the run (root = 0).
+        parent_id: Primary parent (``derives`` edge source), None for the root.
+        operator, state: See the enums.
+        plan: The coder's plan text.
+        code: The program (empty for the root).
+        config: The recipe coder's structured configuration (JSON), used by Improve/Debug.
+        score: Engine-computed validation score, None unless VALID.
+        reward: Reward fixed when the node finished (DESIGN §4), None until then.
+        error: Short reason for a failure.
+        stdout_tail, stderr_tail: Capped output tails.
+        runtime_s: Wall time of the candidate in seconds.
+        knowledge_ids: Knowledge-base entries the program was built from.
+        created_at, finished_at: UTC timestamps.
+        workspace: Path of the node's workspace relative to the run directory.
+    """
+
+    id: int
+    seq: int
+    parent_id: int | None
+    operator: Operator
+    state: NodeState
+    plan: str = ""
+    code: str = ""
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    score: float | None = None
+    reward: float | None = None
+    error: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    runtime_s: float | None = None
+    knowledge_ids: tuple[str, ...] = ()
+    created_at: _dt.datetime | None = None
+    finished_at: _dt.datetime | None = None
+    workspace: str | None = None
+    depth: int = 0
+
+    @property
+    def is_valid(self) -> bool:
+        return self.state is NodeState.VALID and self.score is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenEdge:
+    """Immutable snapshot of a typed edge ``src -> dst``."""
+
+    src: int
+    dst: int
+    kind: EdgeKind
+    operator: Operator
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)

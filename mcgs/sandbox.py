@@ -1,0 +1,745 @@
+"""Run one candidate program: workspace, process tree, limits, timeout, output capture.
+
+A candidate is a standalone script run as ``python solution.py`` with its workspace as the
+working directory (DESIGN §2). :func:`run_program` starts it in its own process session with
+a scrubbed environment and resource limits, waits for it without busy-spinning, and returns an
+:class:`ExecutionResult`. What happens to the candidate is data (:class:`Outcome`), never an
+exception: a crash is ``BUGGY``, a run past its wall-clock limit is ``TIMEOUT``, a run past its
+memory limit is ``OOM``.
+
+Isolation, and where each part comes from:
+
+* **Output** goes to ``workspace/logs/stdout.txt`` and ``logs/stderr.txt``, never to pipes that
+  can fill up and block the child; only capped tails enter the result.
+* **Process tree.** The child leads a new session (``start_new_session=True``), so
+  ``os.killpg`` reaches everything that stays in its process group. Descendants that leave the
+  group (``os.setsid``, double fork) are caught three ways: the tree is snapshotted by parent
+  pid every :data:`MONITOR_INTERVAL_S` while the program runs; descendants of every process
+  already seen are followed even after their parent died; and at cleanup every process whose
+  environment carries this run's ``MCGS_SANDBOX_ID`` marker is killed (the environment is
+  inherited across ``fork``/``exec`` unless a program replaces it on purpose). Termination is
+  SIGTERM, a grace of :data:`KILL_GRACE_S`, then SIGKILL -- the pattern of
+  ``psutil.wait_procs`` documented in psutil's "Kill process tree" recipe.
+* **Memory.** ``RLIMIT_AS`` is set to ``memory_mb`` in a ``preexec_fn`` (per process, inherited
+  by descendants), and a watchdog sums the resident set size of the whole tree every
+  :data:`MONITOR_INTERVAL_S` and kills the tree when it passes the limit; the watchdog covers
+  trees of many processes, each under the per-process limit. ``RLIMIT_CORE`` is 0.
+* **Environment.** :func:`scrubbed_env` builds the child's environment from an allow-list;
+  API keys, tokens, secrets and proxy settings never reach a candidate (AIDE passes the whole
+  parent environment -- STYLE.md "Fix" list).
+
+Network isolation is not done here (no namespaces); removing the proxy variables only stops
+well-behaved clients.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import psutil
+
+__all__ = [
+    "Outcome",
+    "SandboxLimits",
+    "ExecutionResult",
+    "run_program",
+    "scrubbed_env",
+    "MARKER_ENV",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between checks for exit and cancellation in the wait loop.
+POLL_INTERVAL_S = 0.1
+#: Seconds between process-tree snapshots and RSS measurements (the memory watchdog).
+MONITOR_INTERVAL_S = 0.2
+#: Seconds between SIGTERM and SIGKILL when a tree is stopped.
+KILL_GRACE_S = 2.0
+#: Seconds to wait for processes to disappear after SIGKILL before giving up (and logging).
+KILL_WAIT_S = 2.0
+#: Environment variable holding a per-run token; used to find escaped descendants at cleanup.
+MARKER_ENV = "MCGS_SANDBOX_ID"
+#: Longest ``error`` string kept in a result.
+ERROR_MAX_CHARS = 500
+
+#: Variables copied from the parent when set. Nothing else passes.
+_ALLOWED_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "PYTHONHASHSEED",
+    # This machine's OpenBLAS needs these for correct numpy results.
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+)
+#: Names that are never passed, even through ``extra`` (matched case-insensitively).
+_SECRET_ENV = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$"
+    r"|^(ANTHROPIC|AWS|OPENAI)_"
+    r"|^(HTTPS?|NO|ALL|FTP)_PROXY$",
+    re.IGNORECASE,
+)
+#: Thread-count variables set to ``SandboxLimits.cpu_threads``.
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+# An exception line that means the program ran out of memory: ``MemoryError``, numpy's
+# ``numpy._core._exceptions._ArrayMemoryError``, C++ ``std::bad_alloc`` (LightGBM, CatBoost,
+# XGBoost abort with it), and ENOMEM from fork/mmap.
+# An exception line naming one of these is an out-of-memory failure.
+_OOM_EXCEPTION = re.compile(
+    r"^(?:[\w.]+\.)?_?\w*MemoryError\b|\[Errno 12\] Cannot allocate memory"
+    r"|failed to map segment from shared object"
+)
+# Found anywhere in stderr, these mean out of memory even without a Python traceback.
+_OOM_ANYWHERE = re.compile(r"std::bad_alloc|\bout of memory\b", re.IGNORECASE)
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+_FATAL_HEADER = "Fatal Python error:"  # faulthandler (PYTHONFAULTHANDLER=1) on a crash
+
+
+class Outcome(str, enum.Enum):
+    """What happened to a candidate program.
+
+    ``INVALID_OUTPUT`` is never produced by the sandbox; the engine's evaluation step assigns it
+    to a program that exited cleanly but wrote no valid submission or predictions.
+    """
+
+    OK = "ok"
+    BUGGY = "buggy"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    INVALID_OUTPUT = "invalid_output"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits for one program run.
+
+    Attributes:
+        timeout_s: Wall-clock limit in seconds.
+        memory_mb: Memory limit in MiB, applied as ``RLIMIT_AS`` per process and as a limit on
+            the resident set size summed over the process tree; ``None`` for no limit.
+        cpu_threads: Value of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+            ``MKL_NUM_THREADS`` and ``NUMEXPR_NUM_THREADS`` in the child.
+        tail_chars: Number of characters of stdout and stderr kept in the result.
+    """
+
+    timeout_s: float
+    memory_mb: int | None = 8192
+    cpu_threads: int = 2
+    tail_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
+        if self.memory_mb is not None and self.memory_mb <= 0:
+            raise ValueError(f"memory_mb must be positive or None, got {self.memory_mb!r}")
+        if self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be >= 1, got {self.cpu_threads!r}")
+        if self.tail_chars < 0:
+            raise ValueError(f"tail_chars must be >= 0, got {self.tail_chars!r}")
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """The record of one program run.
+
+    Attributes:
+        outcome: ``OK`` on exit code 0, ``BUGGY`` on a non-zero exit, ``TIMEOUT`` when the
+            wall-clock limit passed or the run was cancelled, ``OOM`` when the memory limit was
+            passed (watchdog, ``MemoryError``, ``std::bad_alloc``, or SIGKILL not sent by us).
+        returncode: The process's exit code, negative for a signal (``-15``/``-9`` after the
+            sandbox stopped it); ``None`` when the program was never started.
+        runtime_s: Wall-clock seconds from start until exit or until the sandbox stopped it.
+        stdout_tail: The last ``tail_chars`` characters of stdout.
+        stderr_tail: The last ``tail_chars`` characters of stderr.
+        error: Short reason: the last exception line for ``BUGGY`` (``"KeyError: 'Cabin'"``),
+            ``"timed out after 30.0 s"``, ``"cancelled after 1.2 s"``,
+            ``"memory limit of 8192 MB exceeded"``; ``None`` for ``OK``.
+        traceback_tail: For ``BUGGY`` (and ``OOM`` from a ``MemoryError``), the Python traceback
+            parsed from stderr, at most ``tail_chars`` characters; otherwise ``None``.
+        peak_rss_mb: Largest resident set size seen, in MiB: the maximum of the tree totals
+            sampled by the watchdog and the main process's own ``ru_maxrss``.
+    """
+
+    outcome: Outcome
+    returncode: int | None
+    runtime_s: float
+    stdout_tail: str
+    stderr_tail: str
+    error: str | None
+    traceback_tail: str | None
+    peak_rss_mb: float | None
+
+
+def scrubbed_env(
+    extra: Mapping[str, str] | None = None,
+    *,
+    workspace: Path | None = None,
+    cpu_threads: int = 2,
+) -> dict[str, str]:
+    """Build a candidate's environment from an allow-list of the parent's variables.
+
+    Copies ``PATH``, ``LANG``, ``LC_ALL``, ``LC_CTYPE``, ``TZ``, ``PYTHONHASHSEED``,
+    ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` when set; drops everything else (API keys,
+    tokens, proxies, ``PYTHONPATH``, ``VIRTUAL_ENV`` ...). Sets the thread-count variables,
+    ``PYTHONUNBUFFERED=1``, ``PYTHONDONTWRITEBYTECODE=1``, ``PYTHONFAULTHANDLER=1`` and
+    ``MPLBACKEND=Agg``. ``extra`` is applied last, except that names that look like secrets or
+    proxy settings are dropped from it too (with a warning).
+
+    Args:
+        extra: Variables to add or override.
+        workspace: When given, ``HOME`` is set to it and ``TMPDIR`` to ``workspace/tmp``
+            (created); when ``None``, neither is set.
+        cpu_threads: Value for ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+            ``MKL_NUM_THREADS`` and ``NUMEXPR_NUM_THREADS``.
+
+    Returns:
+        A new dictionary; the parent's ``os.environ`` is not changed.
+    """
+    env = {name: os.environ[name] for name in _ALLOWED_ENV if name in os.environ}
+    if workspace is not None:
+        workspace = Path(workspace).resolve()
+        tmp = workspace / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        env["HOME"] = str(workspace)
+        env["TMPDIR"] = str(tmp)
+    for name in _THREAD_ENV:
+        env[name] = str(cpu_threads)
+    env.update(
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONFAULTHANDLER="1",
+        MPLBACKEND="Agg",
+    )
+    for name, value in (extra or {}).items():
+        if _SECRET_ENV.search(name):
+            logger.warning("not passing %s to a sandboxed program", name)
+            continue
+        env[name] = str(value)
+    return env
+
+
+def run_program(
+    workspace: Path,
+    script: str = "solution.py",
+    limits: SandboxLimits | None = None,
+    *,
+    python: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    cancel: threading.Event | None = None,
+) -> ExecutionResult:
+    """Run ``python script`` in ``workspace`` under ``limits`` and classify what happened.
+
+    Blocks until the program exits, its time or memory limit passes, or ``cancel`` is set;
+    in every case no process of its tree is left running when this returns.
+
+    Args:
+        workspace: The node's workspace; the working directory of the program. ``logs/`` (the
+            stdout/stderr files) and ``tmp/`` (``TMPDIR``) are created in it.
+        script: The program's path relative to ``workspace``.
+        limits: Time, memory, thread and output limits. Required (it has a default only so the
+            positional order ``(workspace, script, limits)`` stays valid).
+        python: The interpreter; defaults to :data:`sys.executable`.
+        extra_env: Extra environment variables for the program (see :func:`scrubbed_env`).
+        cancel: When set while the program runs, the tree is stopped promptly and the outcome
+            is ``TIMEOUT`` with ``error`` ``"cancelled after ... s"``. If it is set before the
+            call, the program is not started (``returncode`` ``None``).
+
+    Returns:
+        The :class:`ExecutionResult`.
+
+    Raises:
+        ValueError: ``workspace`` is not a directory, ``script`` is not a file in it, or the
+            interpreter cannot be started.
+        TypeError: ``limits`` is missing.
+        KeyboardInterrupt: Re-raised after the tree was stopped, when the caller was
+            interrupted while waiting. Any other exception raised while waiting is re-raised
+            the same way, after the cleanup.
+    """
+    if limits is None:
+        raise TypeError("run_program() needs limits=SandboxLimits(...)")
+    workspace = Path(workspace)
+    if not workspace.is_dir():
+        raise ValueError(f"workspace {workspace} is not a directory")
+    workspace = workspace.resolve()
+    script_path = workspace / script
+    if not script_path.is_file():
+        raise ValueError(f"script {script!r} does not exist in {workspace}")
+
+    logs = workspace / "logs"
+    logs.mkdir(exist_ok=True)
+    stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
+    marker = uuid.uuid4().hex
+    env = scrubbed_env(extra_env, workspace=workspace, cpu_threads=limits.cpu_threads)
+    env[MARKER_ENV] = marker
+    argv = [python or sys.executable, script]
+
+    if cancel is not None and cancel.is_set():
+        stdout_path.write_bytes(b"")
+        stderr_path.write_bytes(b"")
+        logger.info("%s: cancelled before start", workspace)
+        return ExecutionResult(
+            outcome=Outcome.TIMEOUT,
+            returncode=None,
+            runtime_s=0.0,
+            stdout_tail="",
+            stderr_tail="",
+            error="cancelled before start",
+            traceback_tail=None,
+            peak_rss_mb=None,
+        )
+
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        runner = _Runner(argv, workspace, env, limits, marker, out, err)
+    returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel)
+
+    stdout_tail = _read_tail(stdout_path, limits.tail_chars)
+    stderr_tail = _read_tail(stderr_path, limits.tail_chars)
+    outcome, error, traceback_tail = _classify(
+        returncode, stop_reason, stderr_tail, limits, runtime_s
+    )
+    logger.info(
+        "%s: %s (returncode %s, %.2f s, peak RSS %s MB)%s",
+        workspace,
+        outcome.value,
+        returncode,
+        runtime_s,
+        None if peak_rss_mb is None else round(peak_rss_mb, 1),
+        f": {error}" if error else "",
+    )
+    return ExecutionResult(
+        outcome=outcome,
+        returncode=returncode,
+        runtime_s=runtime_s,
+        stdout_tail=stdout_tail,
+        stderr_tail=stderr_tail,
+        error=error,
+        traceback_tail=traceback_tail,
+        peak_rss_mb=peak_rss_mb,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Process management
+
+
+def _make_preexec(memory_mb: int | None):
+    """Return the ``preexec_fn`` that sets the child's resource limits.
+
+    It runs between ``fork`` and ``exec``, so it only calls ``resource.setrlimit`` (imported at
+    module level) and allocates nothing of note.
+    """
+    limit_bytes = None if memory_mb is None else int(memory_mb) * 1024 * 1024
+
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if limit_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return preexec
+
+
+class _Runner:
+    """Starts one program and owns its process tree until it is gone."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        limits: SandboxLimits,
+        marker: str,
+        stdout,
+        stderr,
+    ) -> None:
+        self.limits = limits
+        self.marker = marker
+        self.tracked: dict[int, psutil.Process] = {}
+        self.peak_rss_bytes = 0
+        self.start = time.monotonic()
+        try:
+            self.popen = subprocess.Popen(
+                argv,
+                cwd=str(cwd),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                preexec_fn=_make_preexec(limits.memory_mb),
+                close_fds=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise ValueError(f"cannot start {argv[0]!r}: {exc}") from exc
+        self.pid = self.popen.pid
+        self.pgid = self.pid  # session leader => process-group leader with the same id
+        self.returncode: int | None = None
+        self.root_maxrss_bytes = 0
+        try:
+            self.root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess:  # cannot happen before we reap it; be safe anyway
+            self.root = None
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def run(
+        self, cancel: threading.Event | None
+    ) -> tuple[int | None, float, str | None, float | None]:
+        """Wait for the program, enforce limits, always clean up the tree.
+
+        Returns:
+            ``(returncode, runtime_s, stop_reason, peak_rss_mb)`` where ``stop_reason`` is
+            ``None`` (exited by itself), ``"timeout"``, ``"cancel"`` or ``"memory"``.
+        """
+        stop_reason: str | None = None
+        end: float | None = None
+        try:
+            deadline = self.start + self.limits.timeout_s
+            next_monitor = self.start  # snapshot at once, then every MONITOR_INTERVAL_S
+            while True:
+                if self._reap():
+                    end = time.monotonic()
+                    break
+                now = time.monotonic()
+                if now >= next_monitor:
+                    rss = self._snapshot()
+                    next_monitor = now + MONITOR_INTERVAL_S
+                    limit = self.limits.memory_mb
+                    if limit is not None and rss > limit * 1024 * 1024:
+                        stop_reason = "memory"
+                        logger.info(
+                            "pid %d: tree RSS %.0f MB over the %d MB limit",
+                            self.pid, rss / 2**20, limit,
+                        )
+                        break
+                if now >= deadline:
+                    stop_reason = "timeout"
+                    break
+                if cancel is not None and cancel.is_set():
+                    stop_reason = "cancel"
+                    break
+                wait = max(0.0, min(POLL_INTERVAL_S, deadline - now))
+                if cancel is not None:
+                    if cancel.wait(wait):
+                        continue  # handled at the top of the next iteration, after a reap
+                else:
+                    time.sleep(wait)
+            if stop_reason is not None:
+                end = time.monotonic()
+                # Memory runaways get no grace: every second more may take the machine down.
+                self._stop_tree(grace=0.0 if stop_reason == "memory" else KILL_GRACE_S)
+            else:
+                self._stop_tree(grace=KILL_GRACE_S)  # leftovers of a program that exited
+        except BaseException:
+            logger.warning("pid %d: interrupted while waiting; stopping its process tree", self.pid)
+            try:
+                self._stop_tree(grace=KILL_GRACE_S)
+            except KeyboardInterrupt:
+                self._stop_tree(grace=0.0)
+            raise
+        runtime = (end if end is not None else time.monotonic()) - self.start
+        peak = max(self.peak_rss_bytes, self.root_maxrss_bytes)
+        return self.returncode, runtime, stop_reason, (peak / 2**20 if peak else None)
+
+    def _reap(self) -> bool:
+        """Reap the main process if it has exited; True when it has.
+
+        Uses ``os.wait4`` rather than ``Popen.poll`` to get the child's own ``ru_maxrss``,
+        which covers programs that finish between two watchdog samples.
+        """
+        if self.returncode is not None:
+            return True
+        try:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere; fall back to Popen's record
+            self.returncode = self.popen.poll()
+            if self.returncode is None:
+                self.returncode = -1
+            return True
+        if pid == 0:
+            return False
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self.popen.returncode = self.returncode  # keep the Popen object consistent
+        self.root_maxrss_bytes = usage.ru_maxrss * 1024  # KiB on Linux
+        return True
+
+    def _snapshot(self) -> int:
+        """Record every live descendant; return the tree's total RSS in bytes.
+
+        Descendants are found by parent pid from the main process and from every process seen
+        before, so a grandchild stays tracked after its parent died or it left the session.
+        """
+        children: dict[int, list[int]] = {}
+        for proc in psutil.process_iter(["ppid"]):
+            ppid = proc.info.get("ppid")
+            if ppid is not None:
+                children.setdefault(ppid, []).append(proc.pid)
+        roots = [self.pid] if self.returncode is None else []
+        roots += [pid for pid, p in self.tracked.items() if _alive(p)]
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            pid = stack.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            stack.extend(children.get(pid, ()))
+        for pid in seen:
+            if pid == self.pid or pid in self.tracked:
+                continue
+            try:
+                self.tracked[pid] = psutil.Process(pid)
+            except psutil.Error:
+                pass
+        total = 0
+        members: list[psutil.Process] = list(self.tracked.values())
+        if self.returncode is None and self.root is not None:
+            members.append(self.root)
+        for proc in members:
+            try:
+                if proc.is_running():
+                    total += proc.memory_info().rss
+            except psutil.Error:
+                pass
+        self.peak_rss_bytes = max(self.peak_rss_bytes, total)
+        return total
+
+    # -- killing ---------------------------------------------------------------------------
+
+    def _marked(self) -> list[psutil.Process]:
+        """Processes (other than this one) whose environment carries this run's marker."""
+        needle = self.marker
+        found = []
+        me = os.getpid()
+        for proc in psutil.process_iter():
+            if proc.pid == me:
+                continue
+            try:
+                if proc.environ().get(MARKER_ENV) == needle:
+                    found.append(proc)
+            except psutil.Error:
+                continue
+        return found
+
+    def _targets(self) -> list[psutil.Process]:
+        procs: dict[int, psutil.Process] = {}
+        if self.returncode is None and self.root is not None:
+            procs[self.pid] = self.root
+        for pid, proc in self.tracked.items():
+            procs.setdefault(pid, proc)
+        for proc in self._marked():
+            procs.setdefault(proc.pid, proc)
+        return [p for p in procs.values() if _alive(p)]
+
+    def _signal_all(self, sig: int, procs: Iterable[psutil.Process]) -> None:
+        try:
+            os.killpg(self.pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in procs:
+            try:
+                proc.send_signal(sig)  # psutil refuses if the pid was reused
+            except psutil.Error:
+                pass
+
+    def _stop_tree(self, grace: float) -> None:
+        """Stop every process of the tree: SIGTERM, wait ``grace``, SIGKILL; reap the root."""
+        self._snapshot()
+        procs = self._targets()
+        root_alive = self.returncode is None
+        if procs or root_alive:
+            if grace > 0:
+                self._signal_all(signal.SIGTERM, procs)
+                procs = self._wait_gone(procs, grace)
+            if procs or not self._reap():
+                self._snapshot()
+                procs = self._targets()  # late forks during the grace period
+                self._signal_all(signal.SIGKILL, procs)
+                procs = self._wait_gone(procs, KILL_WAIT_S)
+        if not self._reap():
+            try:
+                self.popen.wait(timeout=KILL_WAIT_S)
+            except Exception:  # noqa: BLE001 - never raise from cleanup
+                logger.error("pid %d did not exit after SIGKILL", self.pid)
+            self.returncode = self.popen.returncode
+        # A last sweep for anything forked between the snapshot and the kill.
+        leftovers = [p for p in self._targets() if p.pid != self.pid]
+        if leftovers:
+            self._signal_all(signal.SIGKILL, leftovers)
+            leftovers = self._wait_gone(leftovers, KILL_WAIT_S)
+        if leftovers:
+            logger.error(
+                "pid %d: processes %s survived SIGKILL", self.pid, [p.pid for p in leftovers]
+            )
+
+    def _wait_gone(self, procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+        """Wait until ``procs`` and the root are gone or zombies; return the survivors.
+
+        ``psutil.wait_procs`` waits for zombies of processes we are not the parent of, which
+        only their new parent (init) can reap; this loop counts zombies as gone.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            root_done = self._reap()
+            procs = [p for p in procs if p.pid != self.pid and _alive(p)]
+            if (root_done and not procs) or time.monotonic() >= deadline:
+                return procs
+            time.sleep(0.05)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """True when ``proc`` is still running (the same process, not a zombie)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Output and classification
+
+
+def _read_tail(path: Path, chars: int) -> str:
+    """Return the last ``chars`` characters of a UTF-8 text file (bad bytes replaced)."""
+    if chars <= 0:
+        return ""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            # UTF-8 uses at most 4 bytes per character.
+            fh.seek(max(0, size - 4 * chars))
+            data = fh.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")[-chars:]
+
+
+def _parse_traceback(stderr: str, max_chars: int) -> tuple[str | None, str | None]:
+    """Find the last Python error report in ``stderr``.
+
+    Three shapes are recognised, the last one printed wins:
+
+    * a traceback: the exception line is the first unindented line after the last
+      ``Traceback (most recent call last):`` header (the ``Type: message`` line);
+    * a faulthandler report (``Fatal Python error: Segmentation fault`` followed by frames),
+      printed on crashes because the sandbox sets ``PYTHONFAULTHANDLER=1``;
+    * frames without a header, which is how a ``SyntaxError`` in the script itself is
+      printed: the exception line is the first unindented line after the first frame.
+
+    Args:
+        stderr: The text to search (usually the stderr tail).
+        max_chars: Cap on the returned traceback text.
+
+    Returns:
+        ``(exception_line, traceback_tail)``, or ``(None, None)`` when nothing is found.
+    """
+    lines = stderr.splitlines()
+    start = None
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith((_TRACEBACK_HEADER, _FATAL_HEADER)):
+            start = i
+            break
+    if start is not None and lines[start].startswith(_FATAL_HEADER):
+        exc_line: str | None = lines[start].strip()
+        first_block = start
+    else:
+        if start is None:
+            start = next((i for i, line in enumerate(lines) if line.startswith('  File "')), None)
+            if start is None:
+                return None, None
+        exc_line = next(
+            (line.strip() for line in lines[start + 1 :] if line.strip() and not line[0].isspace()),
+            None,
+        )
+        if exc_line is None:
+            return None, None
+        first_block = start
+    block = "\n".join(lines[first_block:])
+    return exc_line, block[-max_chars:] if max_chars > 0 else ""
+
+
+def _last_line(text: str) -> str | None:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _shorten(text: str | None) -> str | None:
+    if text is None or len(text) <= ERROR_MAX_CHARS:
+        return text
+    return text[: ERROR_MAX_CHARS - 3] + "..."
+
+
+def _classify(
+    returncode: int | None,
+    stop_reason: str | None,
+    stderr_tail: str,
+    limits: SandboxLimits,
+    runtime_s: float,
+) -> tuple[Outcome, str | None, str | None]:
+    """Turn how the run ended into ``(outcome, error, traceback_tail)``.
+
+    Order: a stop by the sandbox decides (timeout, cancel, memory watchdog); then exit code 0
+    is ``OK``; a non-zero exit is ``OOM`` when stderr shows an out-of-memory error or the
+    process died of a SIGKILL the sandbox did not send (the kernel OOM killer), else ``BUGGY``.
+    """
+    mem = (
+        f"memory limit of {limits.memory_mb} MB exceeded"
+        if limits.memory_mb is not None
+        else "out of memory"
+    )
+    if stop_reason == "timeout":
+        return Outcome.TIMEOUT, f"timed out after {limits.timeout_s:.1f} s", None
+    if stop_reason == "cancel":
+        return Outcome.TIMEOUT, f"cancelled after {runtime_s:.1f} s", None
+    if stop_reason == "memory":
+        return Outcome.OOM, mem, None
+    if returncode == 0:
+        return Outcome.OK, None, None
+
+    exc_line, tb = _parse_traceback(stderr_tail, limits.tail_chars)
+    # The last exception decides; without one (or after a hard crash), any sign in stderr.
+    oom_sign = None
+    if exc_line is not None and (_OOM_EXCEPTION.search(exc_line) or _OOM_ANYWHERE.search(exc_line)):
+        oom_sign = exc_line
+    elif exc_line is None or exc_line.startswith(_FATAL_HEADER):
+        match = _OOM_ANYWHERE.search(stderr_tail) or _OOM_EXCEPTION.search(
+            _last_line(stderr_tail) or ""
+        )
+        if match is not None:
+            oom_sign = match.group(0)
+    if oom_sign is not None:
+        return Outcome.OOM, _shorten(f"{mem} ({oom_sign})"), tb
+    if returncode == -signal.SIGKILL:
+        return Outcome.OOM, "killed by SIGKILL (probably the kernel OOM killer)", tb
+    if exc_line is not None:
+        return Outcome.BUGGY, _shorten(exc_line), tb
+    if returncode is not None and returncode < 0:
+        detail = _last_line(stderr_tail)
+        reason = f"killed by {_signal_name(returncode)}"
+        return Outcome.BUGGY, _shorten(f"{reason}: {detail}" if detail else reason), None
+    detail = _last_line(stderr_tail)
+    return Outcome.BUGGY, _shorten(detail or f"exited with code {returncode}"), None

@@ -1,0 +1,383 @@
+"""The search loop: select -> code -> run -> evaluate -> persist -> backpropagate.
+
+:class:`Search` drives one run stored in ``RUN_DIR`` (``mcgs.db`` + ``nodes/<seq>/``
+workspaces + ``best/``). It holds no algorithm of its own: selection and reward live in
+:mod:`mcgs.policy`, requests in :mod:`mcgs.operators`, programs in the coder, execution in
+:mod:`mcgs.sandbox`, scoring in :mod:`mcgs.evaluation`. Everything is written to storage as it
+happens, so a run stopped for any reason resumes with :func:`open_search`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import random
+import shutil
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mcgs.coders import Coder
+from mcgs.contract import prepare_run_input, prepare_workspace
+from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
+from mcgs.graph import best_node, build_graph, valid_nodes
+from mcgs.node import FrozenNode, NodeState
+from mcgs.policy import compute_reward, select_expansion
+from mcgs.profile import profile_task
+from mcgs.sandbox import Outcome, SandboxLimits, run_program
+from mcgs.settings import SearchSettings
+from mcgs.storage import RunRecord, Storage
+from mcgs.task import TaskError, TaskSpec, data_fingerprint, load_task
+
+__all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
+
+logger = logging.getLogger(__name__)
+
+DB_NAME = "mcgs.db"
+# Below this many seconds of remaining budget no new candidate is started.
+MIN_CANDIDATE_S = 5.0
+_PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
+
+Callback = Callable[["Search", FrozenNode], None]
+
+
+class RunError(RuntimeError):
+    """A run directory cannot be created or resumed; the message says why and what to do."""
+
+
+_OUTCOME_STATE = {
+    Outcome.OK: NodeState.VALID,
+    Outcome.BUGGY: NodeState.BUGGY,
+    Outcome.TIMEOUT: NodeState.TIMEOUT,
+    Outcome.OOM: NodeState.OOM,
+    Outcome.INVALID_OUTPUT: NodeState.INVALID_OUTPUT,
+}
+
+
+def _package_versions() -> dict[str, str]:
+    out = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _atomic_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
+    with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+        shutil.copyfileobj(inp, out)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, dst)
+
+
+@dataclasses.dataclass
+class _Clock:
+    """Wall-clock budget accounting across sittings (``elapsed_before`` from storage)."""
+
+    budget_s: float
+    elapsed_before: float
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    @property
+    def elapsed(self) -> float:
+        return self.elapsed_before + (time.monotonic() - self.started)
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.budget_s - self.elapsed)
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.elapsed / self.budget_s)
+
+
+class Search:
+    """One search run over a task, persisted in ``run_dir``.
+
+    Use :func:`create_search` or :func:`open_search` rather than the constructor.
+
+    Args:
+        run_dir: The run directory.
+        storage: Its storage.
+        run: The run record.
+        task: The task.
+        settings: Search settings (budgets and constants).
+        coder: Who writes the programs.
+        callbacks: Called as ``callback(search, node)`` after each node finishes.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        storage: Storage,
+        run: RunRecord,
+        task: TaskSpec,
+        settings: SearchSettings,
+        coder: Coder,
+        callbacks: Sequence[Callback] = (),
+    ):
+        self.run_dir = run_dir
+        self.storage = storage
+        self.run_record = run
+        self.task = task
+        self.settings = settings
+        self.coder = coder
+        self.callbacks = list(callbacks)
+        self.input_dir = prepare_run_input(task, run_dir)
+        self.profile = self._load_profile()
+        self.labels = TaskLabels.load(task, self.input_dir / "folds.csv")
+        self._rng = random.Random(f"mcgs-{settings.seed}-{run.id}")
+        self.clock = _Clock(settings.time_budget_s, run.elapsed_s)
+        self.stop_reason: str | None = None
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def run_id(self) -> int:
+        return self.run_record.id
+
+    def nodes(self) -> list[FrozenNode]:
+        """All nodes of the run, in creation order (from storage)."""
+        return self.storage.get_nodes(self.run_id)
+
+    def graph(self):
+        """The search graph rebuilt from storage alone."""
+        return build_graph(self.storage.get_nodes(self.run_id), self.storage.get_edges(self.run_id))
+
+    @property
+    def best_node(self) -> FrozenNode | None:
+        """The valid node with the best engine score (task direction), or None."""
+        return best_node(self.graph(), self.task.higher_is_better)
+
+    def node_dir(self, node: FrozenNode) -> Path:
+        return self.run_dir / "nodes" / f"{node.seq:05d}"
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> FrozenNode | None:
+        """Search until the time or node budget is spent.
+
+        Returns:
+            The best node, or None when no valid node was found.
+
+        Raises:
+            KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
+                run as ``stopped`` (resume with :func:`open_search`).
+        """
+        self.storage.interrupt_unfinished(self.run_id)
+        self.storage.update_run(self.run_id, status="running")
+        logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
+        try:
+            while True:
+                reason = self._budget_exhausted()
+                if reason:
+                    self.stop_reason = reason
+                    break
+                self.step()
+        except BaseException:
+            self.storage.interrupt_unfinished(self.run_id)
+            self._save_progress(status="stopped")
+            raise
+        self._save_progress(status="finished")
+        return self.best_node
+
+    def _budget_exhausted(self) -> str | None:
+        if self.clock.remaining < MIN_CANDIDATE_S:
+            return "time budget spent"
+        if self.settings.max_nodes is not None:
+            done = sum(1 for n in self.nodes() if n.state.is_finished())
+            if done >= self.settings.max_nodes:
+                return "node budget spent"
+        return None
+
+    def step(self) -> FrozenNode:
+        """Expand one node: select, write, run, evaluate, persist. Returns the finished node."""
+        from mcgs.operators import OperatorContext, build_request
+
+        g = self.graph()
+        exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
+        seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
+        ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
+        request = build_request(ctx, exp)
+        answer = self.coder.write(request)
+        node = self.storage.add_node(
+            self.run_id,
+            parent_id=exp.parent_id,
+            operator=exp.operator,
+            plan=f"[{exp.reason}] {answer.plan}",
+            code=answer.code,
+            config=answer.config,
+            knowledge_ids=answer.knowledge_ids,
+        )
+        ws = prepare_workspace(self.input_dir, self.node_dir(node), answer.code)
+        self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
+        timeout = max(1.0, min(self.settings.per_run_timeout_s, self.clock.remaining))
+        limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=self.settings.cpu_threads)
+        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(ctx.seed)})
+        state = _OUTCOME_STATE[result.outcome]
+        error = result.error
+        if state is NodeState.TIMEOUT and timeout < self.settings.per_run_timeout_s:
+            # Cut short by the end of the run's budget, not by its own time limit: no verdict,
+            # so a resumed run with more budget tries this expansion again.
+            state, error = NodeState.INTERRUPTED, f"stopped after {timeout:.0f}s: the run's time budget ended"
+        score = None
+        if state is NodeState.VALID:
+            try:
+                score = evaluate_workspace(self.labels, ws).score
+            except OutputError as exc:
+                state, error = NodeState.INVALID_OUTPUT, str(exc)
+        prior = [n.score for n in valid_nodes(g)]
+        reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
+        if state is NodeState.BUGGY and result.traceback_tail:
+            error = f"{error}\n{result.traceback_tail}" if error else result.traceback_tail
+        finished = self.storage.finish_node(
+            node.id,
+            state=state,
+            score=score,
+            reward=reward,
+            error=error,
+            stdout_tail=result.stdout_tail,
+            stderr_tail=result.stderr_tail,
+            runtime_s=result.runtime_s,
+        )
+        if state is not NodeState.VALID and not self.settings.keep_workspaces:
+            shutil.rmtree(ws / "working", ignore_errors=True)
+        self._after_node(finished, prior)
+        return finished
+
+    def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
+        if node.is_valid:
+            is_best = not prior or (node.score > max(prior) if self.task.higher_is_better else node.score < min(prior))
+            if is_best:
+                self.export_best(node)
+        self._save_progress()
+        for cb in self.callbacks:
+            cb(self, node)
+
+    def _save_progress(self, status: str | None = None) -> None:
+        fields: dict[str, Any] = {"elapsed_s": self.clock.elapsed}
+        best = self.best_node
+        if best is not None:
+            fields["best_node_id"] = best.id
+        if status:
+            fields["status"] = status
+        self.storage.update_run(self.run_id, **fields)
+
+    def export_best(self, node: FrozenNode | None = None) -> Path | None:
+        """Write ``best/solution.py``, ``best/submission.csv`` and ``best/node.json`` atomically.
+
+        Returns:
+            The ``best`` folder, or None when there is no valid node.
+        """
+        node = node or self.best_node
+        if node is None:
+            return None
+        ws = self.node_dir(node)
+        best = self.run_dir / "best"
+        _atomic_copy(ws / "solution.py", best / "solution.py")
+        _atomic_copy(ws / "submission" / "submission.csv", best / "submission.csv")
+        info = {"node_id": node.id, "seq": node.seq, "operator": node.operator.value, "score": node.score, "metric": self.task.metric, "higher_is_better": self.task.higher_is_better, "plan": node.plan}
+        tmp = best / ".node.json.tmp"
+        tmp.write_text(json.dumps(info, indent=2))
+        os.replace(tmp, best / "node.json")
+        return best
+
+    # ------------------------------------------------------------------ helpers
+
+    def _load_profile(self) -> dict[str, Any]:
+        path = self.run_dir / "profile.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        prof = profile_task(self.task)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(prof, indent=2))
+        os.replace(tmp, path)
+        return prof
+
+
+def _default_coder(settings: SearchSettings) -> Coder:
+    from mcgs.coders.recipe import RecipeCoder
+
+    return RecipeCoder(seed=settings.seed)
+
+
+def create_search(
+    task: str | Path | TaskSpec,
+    run_dir: str | Path,
+    *,
+    settings: SearchSettings | None = None,
+    coder: Coder | None = None,
+    callbacks: Sequence[Callback] = (),
+) -> Search:
+    """Create a new run in ``run_dir`` (which must not hold a run yet).
+
+    Raises:
+        TaskError: the task folder is invalid.
+        RunError: ``run_dir`` already holds a run (use :func:`open_search` to resume it).
+    """
+    spec = task if isinstance(task, TaskSpec) else load_task(task)
+    settings = settings or SearchSettings()
+    run_dir = Path(run_dir)
+    if (run_dir / DB_NAME).exists():
+        raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    storage = Storage(f"sqlite:///{(run_dir / DB_NAME).resolve()}")
+    run = storage.create_run(
+        name=run_dir.resolve().name,
+        task_json=spec.to_json(),
+        settings=settings.model_dump(mode="json"),
+        seed=settings.seed,
+        data_fingerprint=data_fingerprint(spec),
+        package_versions=_package_versions(),
+        isolation="process-session",
+    )
+    return Search(run_dir, storage, run, spec, settings, coder or _default_coder(settings), callbacks)
+
+
+def open_search(
+    run_dir: str | Path,
+    *,
+    coder: Coder | None = None,
+    callbacks: Sequence[Callback] = (),
+    time_budget_s: float | None = None,
+) -> Search:
+    """Open an existing run to resume it (or to inspect it).
+
+    Args:
+        run_dir: The run directory.
+        time_budget_s: A new total time budget; by default the stored one.
+
+    Raises:
+        RunError: no run there, or its task data changed since the run started.
+    """
+    run_dir = Path(run_dir)
+    db = run_dir / DB_NAME
+    if not db.is_file():
+        raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing); start one with `mcgs run TASK --out {run_dir}`")
+    storage = Storage(f"sqlite:///{db.resolve()}")
+    runs = storage.list_runs()
+    if not runs:
+        raise RunError(f"{db} has no run")
+    run = runs[0]
+    spec = TaskSpec.from_json(run.task_json)
+    if not spec.data_dir.is_dir():
+        raise RunError(f"the task data folder {spec.data_dir} of this run no longer exists; restore it to resume")
+    try:
+        fp = data_fingerprint(spec)
+    except (OSError, TaskError) as exc:
+        raise RunError(f"cannot read the task data of this run: {exc}") from exc
+    if fp != run.data_fingerprint:
+        raise RunError(f"the task data in {spec.data_dir} changed since the run started (fingerprint differs); start a new run")
+    stored = dict(run.settings)
+    if time_budget_s is not None:
+        stored["time_budget_s"] = time_budget_s
+    settings = SearchSettings(**stored)
+    return Search(run_dir, storage, run, spec, settings, coder or _default_coder(settings), callbacks)

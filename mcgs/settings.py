@@ -1,0 +1,93 @@
+"""Search settings: every constant of the search is a setting, with its source.
+
+Settings come from arguments, then environment variables prefixed ``MCGS_`` (e.g.
+``MCGS_NUM_DRAFTS=8``), then defaults (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["SearchSettings", "parse_duration"]
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Parse ``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"`` into seconds.
+
+    Raises:
+        ValueError: naming the text and the accepted forms.
+    """
+    if isinstance(text, (int, float)):
+        return float(text)
+    t = str(text).strip().lower()
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t)
+    except ValueError:
+        raise ValueError(f"cannot read duration {text!r}; use seconds (90, 90s) or minutes/hours (10m, 1.5h)") from None
+    if value <= 0:
+        raise ValueError(f"duration {text!r} must be positive")
+    return value
+
+
+class SearchSettings(BaseSettings):
+    """Budgets and constants of the search.
+
+    Attributes:
+        time_budget_s: Wall-clock budget of the whole run, seconds.
+        per_run_timeout_s: Wall-clock limit of one candidate, seconds (the effective limit is
+            ``min(per_run_timeout_s, remaining budget)``).
+        max_nodes: Node budget (None = unlimited); the run stops at whichever budget ends first.
+        memory_mb: Memory limit of one candidate, MiB.
+        cpu_threads: Threads a candidate may use (BLAS/OpenMP/LightGBM), default 2 cores.
+        num_drafts: Draft children of the root. 5 in AIDE (``search.num_drafts``) and ML-Master
+            (``utils/config_mcts.yaml``).
+        num_debug_children: Debug children per buggy node at a time. 1 in ML-Master (``num_bugs``).
+        num_improve_children: Improve children per valid node. 3 in ML-Master (``num_improves``).
+        max_debug_depth: Consecutive debug steps on one chain before it is abandoned. 3 in AIDE
+            (``search.max_debug_depth``).
+        uct_c_start, uct_c_end: Exploration constant of UCT, decayed piecewise from 1.414 to
+            0.5 (ML-Master ``decay.exploration_constant`` / ``lower_bound``).
+        uct_decay_phases: Fractions of the budget where the decay starts and ends (ML-Master
+            ``piecewise_decay.phase_ratios`` = [0.3, 0.7]); C is constant before the first,
+            linear between them, and at ``uct_c_end`` after the second.
+        improvement_threshold: Minimum gain for a node to count as a new best. 1e-4 as in
+            ML-Master (``metric_improvement_threshold``).
+        branch_patience: Successful improve steps without gain on a branch before Improve
+            escalates to the next tier (MLEvolve-style patience; 3 as in DESIGN §4).
+        virtual_loss: Reward assumed for an in-flight node while selecting (parallel workers).
+        seed: Seed of the search's own randomness (recipe choices); candidates get it too.
+        fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
+        keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MCGS_", extra="forbid")
+
+    time_budget_s: float = Field(600.0, gt=0)
+    per_run_timeout_s: float = Field(300.0, gt=0)
+    max_nodes: int | None = Field(None, ge=1)
+    memory_mb: int = Field(8192, ge=256)
+    cpu_threads: int = Field(2, ge=1)
+    num_drafts: int = Field(5, ge=1)
+    num_debug_children: int = Field(1, ge=1)
+    num_improve_children: int = Field(3, ge=1)
+    max_debug_depth: int = Field(3, ge=0)
+    uct_c_start: float = Field(1.414, ge=0)
+    uct_c_end: float = Field(0.5, ge=0)
+    uct_decay_phases: tuple[float, float] = (0.3, 0.7)
+    improvement_threshold: float = Field(1e-4, ge=0)
+    branch_patience: int = Field(3, ge=1)
+    virtual_loss: float = -1.0
+    seed: int = 0
+    keep_workspaces: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "SearchSettings":
+        a, b = self.uct_decay_phases
+        if not 0 <= a <= b <= 1:
+            raise ValueError(f"uct_decay_phases must satisfy 0 <= start <= end <= 1, got {self.uct_decay_phases}")
+        return self

@@ -1,0 +1,429 @@
+"""Task specification and loaders.
+
+A :class:`TaskSpec` says everything the engine needs to know about one prediction task: where
+its public files are, which columns are targets and ids, the metric and its direction, the task
+kind, the class labels, and the validation scheme. It is built once per run and never changed
+by a candidate.
+
+Two folder layouts are understood (DESIGN §3):
+
+* a **plain folder** with ``train.csv``, ``test.csv``, ``sample_submission.csv`` and a
+  ``task.yaml`` (only ``metric`` is required; target and id columns are inferred from
+  ``sample_submission.csv`` when unambiguous);
+* an **MLE-bench competition folder** with ``config.yaml`` and ``prepared/public/`` as written
+  by ``mcgs mlebench prepare``.
+
+Every problem with the input is a :class:`TaskError` whose message names the file, column or
+setting at fault and says what to add or change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mcgs.metrics import UnknownMetricError, get_metric
+
+__all__ = [
+    "TaskError",
+    "ValidationScheme",
+    "TaskSpec",
+    "load_task",
+    "data_fingerprint",
+]
+
+TaskKind = Literal["binary", "multiclass", "regression", "multi_target_regression"]
+
+
+class TaskError(ValueError):
+    """A task folder or ``task.yaml`` is missing something or contradicts itself."""
+
+
+class ValidationScheme(BaseModel):
+    """How the engine splits the training rows into folds (written to ``input/folds.csv``).
+
+    Attributes:
+        kind: ``stratified_kfold`` (classification default), ``kfold`` (regression default),
+            ``group_kfold`` (rows sharing ``group_column`` stay in one fold) or ``time_split``
+            (rows sorted by ``time_column``; the first chunk is never validated).
+        n_splits: Number of folds, >= 2. Default 5, as in most Kaggle solutions.
+        group_column: Required for ``group_kfold``.
+        time_column: Required for ``time_split``.
+        seed: Shuffle seed for the k-fold schemes; fixed per task so every candidate and
+            every run sees the same folds.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["stratified_kfold", "kfold", "group_kfold", "time_split"] | None = None
+    n_splits: int = Field(5, ge=2, le=50)
+    group_column: str | None = None
+    time_column: str | None = None
+    seed: int = 42
+
+
+class _TaskYaml(BaseModel):
+    """Schema of a plain folder's ``task.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    metric: str
+    target: str | list[str] | None = None
+    id_column: str | None = None
+    no_id_column: bool = False
+    positive_class: Any = None
+    description: str | None = None
+    train_file: str = "train.csv"
+    test_file: str = "test.csv"
+    sample_submission_file: str = "sample_submission.csv"
+    validation: ValidationScheme = ValidationScheme()
+
+    @field_validator("target")
+    @classmethod
+    def _listify(cls, v):
+        return [v] if isinstance(v, str) else v
+
+
+class TaskSpec(BaseModel):
+    """Everything fixed about a task for the whole run.
+
+    Attributes:
+        name: Short task name (folder name by default).
+        data_dir: Folder holding the public files (train, test, sample submission).
+        train_file, test_file, sample_submission_file: File names inside ``data_dir``.
+        description: Free text shown to coders (``description.md`` when present).
+        target_columns: Column(s) to predict, as named in train and the sample submission.
+        id_column: Column that identifies rows in test and submission, or None (then
+            submissions are matched by row order).
+        submission_columns: Columns of ``sample_submission.csv``, in order.
+        metric: Canonical metric name (see :mod:`mcgs.metrics`).
+        higher_is_better: The metric's direction, fixed here once for the task.
+        task_kind: binary, multiclass, regression or multi_target_regression.
+        class_labels: Sorted class labels (JSON values) for classification, else None.
+        positive_class: The positive label for binary tasks.
+        submission_format: ``label`` (class labels), ``probability`` or ``value``.
+        validation: The fold scheme.
+        n_train, n_test: Row counts.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    data_dir: Path
+    train_file: str = "train.csv"
+    test_file: str = "test.csv"
+    sample_submission_file: str = "sample_submission.csv"
+    description: str = ""
+    target_columns: list[str]
+    id_column: str | None
+    submission_columns: list[str]
+    metric: str
+    higher_is_better: bool
+    task_kind: TaskKind
+    class_labels: list[Any] | None = None
+    positive_class: Any = None
+    submission_format: Literal["label", "probability", "value"]
+    validation: ValidationScheme
+    n_train: int
+    n_test: int
+
+    @property
+    def train_path(self) -> Path:
+        return self.data_dir / self.train_file
+
+    @property
+    def test_path(self) -> Path:
+        return self.data_dir / self.test_file
+
+    @property
+    def sample_submission_path(self) -> Path:
+        return self.data_dir / self.sample_submission_file
+
+    @property
+    def prediction_columns(self) -> list[str]:
+        """Columns of ``oof.csv`` / ``test_pred.csv`` (DESIGN §2)."""
+        if self.task_kind == "multiclass":
+            return [str(c) for c in self.class_labels or []]
+        return list(self.target_columns)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TaskSpec":
+        return cls.model_validate_json(text)
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+
+
+def _read_table(path: Path, what: str):
+    import pandas as pd
+
+    if not path.is_file():
+        raise TaskError(f"{what} file {path} does not exist; add it or set its name in task.yaml")
+    try:
+        return pd.read_csv(path)
+    except Exception as exc:  # pandas raises many kinds
+        raise TaskError(f"cannot read {what} file {path} as CSV: {exc}") from exc
+
+
+def _infer_columns(train, test, sample, target, id_column, no_id_column, where: str):
+    """Infer (target_columns, id_column) from the sample submission, checking consistency."""
+    sub_cols = list(sample.columns)
+    inferred_id = None
+    if not no_id_column:
+        first = sub_cols[0]
+        if first in test.columns and first in train.columns and sample[first].is_unique:
+            inferred_id = first
+    if id_column is not None:
+        if id_column not in sample.columns:
+            raise TaskError(
+                f"{where}: id_column {id_column!r} is not a column of sample_submission.csv "
+                f"(columns: {sub_cols}); fix id_column or set no_id_column: true"
+            )
+        if id_column not in test.columns:
+            raise TaskError(f"{where}: id_column {id_column!r} is not a column of the test file")
+    else:
+        id_column = inferred_id
+    rest = [c for c in sub_cols if c != id_column]
+    if target is None:
+        target = [c for c in rest if c in train.columns]
+        if not target:
+            raise TaskError(
+                f"{where}: cannot infer the target column: no column of sample_submission.csv "
+                f"other than the id ({rest}) is in the training file; add `target: COLUMN` to task.yaml"
+            )
+        if len(target) != len(rest):
+            missing = [c for c in rest if c not in train.columns]
+            raise TaskError(
+                f"{where}: sample_submission.csv columns {missing} are not in the training file; "
+                f"add `target:` to task.yaml naming the training column(s) to predict"
+            )
+    for t in target:
+        if t not in train.columns:
+            raise TaskError(
+                f"{where}: target column {t!r} is not in the training file "
+                f"(columns: {list(train.columns)}); fix `target:` in task.yaml"
+            )
+        if t in test.columns:
+            raise TaskError(
+                f"{where}: target column {t!r} is also in the test file; the test file must not hold labels"
+            )
+        if t not in sample.columns:
+            raise TaskError(
+                f"{where}: target column {t!r} is not a column of sample_submission.csv "
+                f"(columns: {sub_cols}); the submission must predict the target"
+            )
+        if train[t].isna().any():
+            n = int(train[t].isna().sum())
+            raise TaskError(f"{where}: target column {t!r} has {n} missing values in the training file; drop those rows")
+    return list(target), id_column
+
+
+def _json_value(v: Any) -> Any:
+    """Turn a numpy / pandas scalar into a plain JSON value."""
+    if hasattr(v, "item"):
+        v = v.item()
+    return v
+
+
+def _infer_kind(train, target_columns, metric_kind, where: str) -> tuple[str, list | None]:
+    if len(target_columns) > 1:
+        if metric_kind != "regression":
+            raise TaskError(
+                f"{where}: {len(target_columns)} target columns with a classification metric is not supported yet; "
+                f"use a regression metric or a single target"
+            )
+        return "multi_target_regression", None
+    y = train[target_columns[0]]
+    if metric_kind == "regression":
+        import pandas as pd
+
+        if not pd.api.types.is_numeric_dtype(y):
+            raise TaskError(f"{where}: regression metric but target {target_columns[0]!r} is not numeric")
+        return "regression", None
+    labels = sorted(y.unique().tolist(), key=lambda v: (str(type(v)), v))
+    if len(labels) < 2:
+        raise TaskError(f"{where}: target {target_columns[0]!r} has a single class {labels}; nothing to learn")
+    labels = [_json_value(v) for v in labels]
+    return ("binary" if len(labels) == 2 else "multiclass"), labels
+
+
+def _default_positive(labels: list) -> Any:
+    """The positive class of a binary task: True, 1, or else the larger sorted label."""
+    if set(labels) == {False, True}:
+        return True
+    if set(labels) == {0, 1}:
+        return 1
+    lowered = {str(v).lower(): v for v in labels}
+    for word in ("yes", "true", "positive"):
+        if word in lowered:
+            return lowered[word]
+    return labels[-1]
+
+
+def _build_spec(
+    *,
+    name: str,
+    data_dir: Path,
+    cfg: _TaskYaml,
+    description: str,
+    where: str,
+) -> TaskSpec:
+    try:
+        metric = get_metric(cfg.metric)
+    except UnknownMetricError as exc:
+        raise TaskError(f"{where}: metric: {exc}") from exc
+    train = _read_table(data_dir / cfg.train_file, "training")
+    test = _read_table(data_dir / cfg.test_file, "test")
+    sample = _read_table(data_dir / cfg.sample_submission_file, "sample submission")
+    if len(sample) != len(test):
+        raise TaskError(
+            f"{where}: sample_submission.csv has {len(sample)} rows but the test file has {len(test)}; "
+            f"they must describe the same rows"
+        )
+    target, id_column = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
+    kind, labels = _infer_kind(train, target, metric.kind, where)
+    positive = None
+    if kind == "binary":
+        positive = cfg.positive_class if cfg.positive_class is not None else _default_positive(labels)
+        if positive not in labels:
+            raise TaskError(f"{where}: positive_class {positive!r} is not one of the labels {labels}")
+    if metric.kind == "regression":
+        sub_format = "value"
+    elif metric.needs_proba:
+        sub_format = "probability"
+    else:
+        sub_format = "label"
+    val = cfg.validation
+    if val.kind is None:
+        val = val.model_copy(update={"kind": "kfold" if metric.kind == "regression" else "stratified_kfold"})
+    if val.kind == "group_kfold" and (not val.group_column or val.group_column not in train.columns):
+        raise TaskError(f"{where}: validation.kind group_kfold needs validation.group_column naming a training column")
+    if val.kind == "time_split" and (not val.time_column or val.time_column not in train.columns):
+        raise TaskError(f"{where}: validation.kind time_split needs validation.time_column naming a training column")
+    if kind in ("binary", "multiclass") and val.kind == "stratified_kfold":
+        smallest = int(train[target[0]].value_counts().min())
+        if smallest < val.n_splits:
+            raise TaskError(
+                f"{where}: the rarest class of {target[0]!r} has {smallest} rows, fewer than "
+                f"validation.n_splits={val.n_splits}; lower n_splits"
+            )
+    return TaskSpec(
+        name=name,
+        data_dir=data_dir.resolve(),
+        train_file=cfg.train_file,
+        test_file=cfg.test_file,
+        sample_submission_file=cfg.sample_submission_file,
+        description=description,
+        target_columns=target,
+        id_column=id_column,
+        submission_columns=list(sample.columns),
+        metric=metric.name,
+        higher_is_better=metric.higher_is_better,
+        task_kind=kind,
+        class_labels=labels,
+        positive_class=_json_value(positive) if positive is not None else None,
+        submission_format=sub_format,
+        validation=val,
+        n_train=len(train),
+        n_test=len(test),
+    )
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise TaskError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TaskError(f"{path} must be a mapping of settings (got {type(data).__name__})")
+    return data
+
+
+def _parse_task_yaml(data: dict, where: Path) -> _TaskYaml:
+    try:
+        return _TaskYaml.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "missing":
+                lines.append(f"  {loc}: required; add `{loc}: ...` (e.g. metric: accuracy)")
+            elif err["type"] == "extra_forbidden":
+                lines.append(f"  {loc}: unknown setting; remove it or check its spelling")
+            else:
+                lines.append(f"  {loc}: {err['msg']}")
+        raise TaskError(f"{where} has invalid settings:\n" + "\n".join(lines)) from exc
+
+
+def load_task(path: str | Path) -> TaskSpec:
+    """Load a task from a plain folder (``task.yaml``) or an MLE-bench competition folder.
+
+    Args:
+        path: The task folder.
+
+    Returns:
+        The frozen :class:`TaskSpec`.
+
+    Raises:
+        TaskError: the folder, a file, a column or a setting is missing or contradictory; the
+            message says which and how to fix it.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise TaskError(f"task folder {root} does not exist")
+    if (root / "task.yaml").is_file():
+        cfg = _parse_task_yaml(_load_yaml(root / "task.yaml"), root / "task.yaml")
+        desc = cfg.description or ""
+        for cand in ("description.md", "description.txt"):
+            if not desc and (root / cand).is_file():
+                desc = (root / cand).read_text(errors="replace")
+        return _build_spec(name=cfg.name or root.resolve().name, data_dir=root, cfg=cfg, description=desc, where=str(root / "task.yaml"))
+    if (root / "config.yaml").is_file() and (root / "prepared" / "public").is_dir():
+        conf = _load_yaml(root / "config.yaml")
+        metric = conf.get("metric") or (conf.get("grader") or {}).get("name")
+        if not metric:
+            raise TaskError(f"{root / 'config.yaml'}: no `metric` and no `grader.name`; add `metric: <name>`")
+        data = {"metric": metric}
+        for key in ("target", "id_column", "positive_class", "validation"):
+            if conf.get(key) is not None:
+                data[key] = conf[key]
+        cfg = _parse_task_yaml(data, root / "config.yaml")
+        public = root / "prepared" / "public"
+        desc = (public / "description.md").read_text(errors="replace") if (public / "description.md").is_file() else ""
+        return _build_spec(name=str(conf.get("id") or root.name), data_dir=public, cfg=cfg, description=desc, where=str(root / "config.yaml"))
+    hint = ""
+    if (root / "train.csv").is_file():
+        hint = " It has train.csv: add a task.yaml with at least `metric: <name>` (e.g. accuracy, roc_auc, rmse)."
+    raise TaskError(
+        f"{root} is not a task folder: it has neither task.yaml nor config.yaml + prepared/public/.{hint}"
+    )
+
+
+def data_fingerprint(spec: TaskSpec) -> str:
+    """SHA-256 over the task's public files (train, test, sample submission), in that order.
+
+    Returns:
+        A hex digest; two runs on byte-identical data share it.
+    """
+    h = hashlib.sha256()
+    for p in (spec.train_path, spec.test_path, spec.sample_submission_path):
+        h.update(p.name.encode())
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def task_json_payload(spec: TaskSpec) -> dict:
+    """Helper used by the contract: JSON-able summary of the spec (no paths)."""
+    return json.loads(spec.model_dump_json(exclude={"data_dir"}))
