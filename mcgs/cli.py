@@ -101,10 +101,13 @@ def _drive(search) -> None:
 
         def on_node(_search, node):
             progress.update(task_id, description=describe())
-            if node.state.is_failure():
-                progress.console.print(f"  node {node.seq} {node.operator.value}: [red]{node.state.value}[/] {(node.error or '').splitlines()[0][:120] if node.error else ''}", highlight=False)
+            took = f"({node.runtime_s:.0f}s)" if node.runtime_s is not None else ""
+            if node.is_valid:
+                line = f"score {node.score:.5f} {took}"
             else:
-                progress.console.print(f"  node {node.seq} {node.operator.value}: score {node.score:.5f} ({node.runtime_s:.0f}s)", highlight=False)
+                reason = (node.error or "").strip().splitlines()[0][:120] if node.error else ""
+                line = f"[{'yellow' if node.state.value == 'interrupted' else 'red'}]{node.state.value}[/] {took} {reason}"
+            progress.console.print(f"  node {node.seq} {node.operator.value}: {line}", highlight=False)
 
         search.callbacks.append(on_node)
         ticker = threading.Thread(target=tick, daemon=True)
@@ -124,7 +127,7 @@ def _drive(search) -> None:
 
 def _summary(search) -> None:
     nodes = [n for n in search.nodes() if n.state.is_finished()]
-    best = search.best_node
+    best = search.final_node
     path = search.export_best(best) if best else None
     t = Table(show_header=False, box=None)
     t.add_row("run", str(search.run_dir))
@@ -135,6 +138,9 @@ def _summary(search) -> None:
         t.add_row(f"best validation score ({search.task.metric})", f"{best.score:.6f} (node {best.seq}, {best.operator.value})")
         t.add_row("best solution", str(path / "solution.py"))
         t.add_row("best submission", str(path / "submission.csv"))
+    ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
+    if ens and best is not None and best.operator.value != "ensemble":
+        t.add_row("ensemble", f"node {ens[-1].seq} scored {ens[-1].score:.6f}: more than one standard error below the best node, not chosen")
     if search.stop_reason:
         t.add_row("stopped because", search.stop_reason)
     out.print(t)
@@ -209,9 +215,9 @@ def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
     for op in sorted({n.operator.value for n in nodes}):
         t.add_row(op, *[str(counts.get((op, s), 0)) for s in states])
     out.print(t)
-    best = search.best_node
+    best = search.final_node
     if best:
-        out.print(f"best {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
+        out.print(f"chosen {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
 
 
 @app.command()
@@ -238,7 +244,7 @@ def demo(
         search = create_search(task_dir, run_dir, settings=settings)
     console.print(f"demo task written to {task_dir}; searching for {time_budget}")
     _drive(search)
-    best = search.best_node
+    best = search.final_node
     if best is not None:
         import pandas as pd
         from sklearn.metrics import roc_auc_score

@@ -53,6 +53,7 @@ class Operator(str, enum.Enum):
     DRAFT = "draft"
     DEBUG = "debug"
     IMPROVE = "improve"
+    ENSEMBLE = "ensemble"
 
 
 class EdgeKind(str, enum.Enum):

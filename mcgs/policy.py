@@ -205,7 +205,7 @@ def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bo
         if len(debug_kids) < s.num_debug_children and debug_depth(g, v) < s.max_debug_depth:
             return Expansion(v, Operator.DEBUG, reason=f"debug {fn.state.value} node (depth {debug_depth(g, v) + 1})")
         return None
-    if fn.state is NodeState.VALID:
+    if fn.state is NodeState.VALID and fn.operator is not Operator.ENSEMBLE:
         imp = [c for c in kids if node(g, c).operator is Operator.IMPROVE]
         if len(imp) < s.num_improve_children:
             tier = improve_tier(g, v, s, higher_is_better)
@@ -250,6 +250,7 @@ def select_expansion(
     # Exploit: late in the budget, improve one of the global top-K nodes.
     share = EXPLOIT_MAX_SHARE * max(0.0, (progress - EXPLOIT_START) / (1.0 - EXPLOIT_START))
     valid = valid_nodes(g)
+    valid = [n for n in valid if n.operator is not Operator.ENSEMBLE]
     if valid and share > 0 and rng.random() < share:
         ranked = sorted(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))[:EXPLOIT_TOP_K]
         pick = rng.choice(ranked)

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mcgs.coders import Coder
-from mcgs.contract import prepare_run_input, prepare_workspace
+from mcgs.contract import OOF_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, valid_nodes
-from mcgs.node import FrozenNode, NodeState
+from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.policy import compute_reward, select_expansion
 from mcgs.profile import profile_task
 from mcgs.sandbox import Outcome, SandboxLimits, run_program
@@ -163,10 +163,10 @@ class Search:
     # ------------------------------------------------------------------ loop
 
     def run(self) -> FrozenNode | None:
-        """Search until the time or node budget is spent.
+        """Search until the time or node budget is spent, then build the final ensemble.
 
         Returns:
-            The best node, or None when no valid node was found.
+            The final node (see :attr:`final_node`), or None when no valid node was found.
 
         Raises:
             KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
@@ -182,18 +182,29 @@ class Search:
                     self.stop_reason = reason
                     break
                 self.step()
+            if self.settings.ensemble:
+                self.build_ensemble()
         except BaseException:
             self.storage.interrupt_unfinished(self.run_id)
             self._save_progress(status="stopped")
             raise
+        final = self.final_node
+        if final is not None:
+            self.export_best(final)
         self._save_progress(status="finished")
-        return self.best_node
+        return final
+
+    @property
+    def _reserve_s(self) -> float:
+        if not self.settings.ensemble:
+            return 0.0
+        return min(self.settings.ensemble_reserve_s, 0.1 * self.clock.budget_s)
 
     def _budget_exhausted(self) -> str | None:
-        if self.clock.remaining < MIN_CANDIDATE_S:
+        if self.clock.remaining - self._reserve_s < MIN_CANDIDATE_S:
             return "time budget spent"
         if self.settings.max_nodes is not None:
-            done = sum(1 for n in self.nodes() if n.state.is_finished())
+            done = sum(1 for n in self.nodes() if n.state.is_finished() and n.operator is not Operator.ENSEMBLE)
             if done >= self.settings.max_nodes:
                 return "node budget spent"
         return None
@@ -206,8 +217,7 @@ class Search:
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
-        request = build_request(ctx, exp)
-        answer = self.coder.write(request)
+        answer = self.coder.write(build_request(ctx, exp))
         node = self.storage.add_node(
             self.run_id,
             parent_id=exp.parent_id,
@@ -217,11 +227,17 @@ class Search:
             config=answer.config,
             knowledge_ids=answer.knowledge_ids,
         )
-        ws = prepare_workspace(self.input_dir, self.node_dir(node), answer.code)
+        timeout = min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
+        return self._execute(node, timeout, seed=ctx.seed)
+
+    def _execute(self, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
+        """Run a stored node's program in its workspace, evaluate it, and persist the verdict."""
+        prior = [n.score for n in valid_nodes(self.graph())]
+        ws = prepare_workspace(self.input_dir, self.node_dir(node), node.code)
         self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
-        timeout = max(1.0, min(self.settings.per_run_timeout_s, self.clock.remaining))
+        timeout = max(1.0, timeout)
         limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=self.settings.cpu_threads)
-        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(ctx.seed)})
+        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)})
         state = _OUTCOME_STATE[result.outcome]
         error = result.error
         if state is NodeState.TIMEOUT and timeout < self.settings.per_run_timeout_s:
@@ -234,7 +250,6 @@ class Search:
                 score = evaluate_workspace(self.labels, ws).score
             except OutputError as exc:
                 state, error = NodeState.INVALID_OUTPUT, str(exc)
-        prior = [n.score for n in valid_nodes(g)]
         reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
         if state is NodeState.BUGGY and result.traceback_tail:
             error = f"{error}\n{result.traceback_tail}" if error else result.traceback_tail
@@ -253,8 +268,84 @@ class Search:
         self._after_node(finished, prior)
         return finished
 
+    def build_ensemble(self) -> FrozenNode | None:
+        """Add an ensemble node over the best valid nodes (greedy forward selection with
+        replacement on their OOF predictions, Caruana et al. 2004) and run it like any node.
+
+        Returns:
+            The ensemble node, or None when fewer than two nodes are worth combining.
+        """
+        from mcgs.ensemble import greedy_selection, render_ensemble_program
+        from mcgs.evaluation import read_predictions
+
+        members = [n for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
+        members.sort(key=lambda n: (-n.score if self.task.higher_is_better else n.score, n.seq))
+        members = members[: self.settings.ensemble_max_members]
+        if len(members) < 2:
+            return None
+        rows = self.labels.validated_rows
+        oofs = {}
+        for n in members:
+            try:
+                oofs[n.id] = read_predictions(self.task, self.node_dir(n) / OOF_PATH, OOF_PATH, rows)
+            except OutputError:  # workspace removed or damaged: not a candidate
+                continue
+        if len(oofs) < 2:
+            return None
+        sel = greedy_selection(self.task, self.labels.y[rows], oofs)
+        if len(sel.weights) < 2:
+            logger.info("ensemble selection kept a single node; no ensemble node added")
+            return None
+        by_id = {n.id: n for n in members}
+        weights = {f"../{self.node_dir(by_id[i]).name}": w for i, w in sel.weights.items()}
+        plan = (
+            f"[final ensemble] Greedy forward selection with replacement over the OOF predictions of the best "
+            f"{len(oofs)} valid nodes ({sel.criterion} {sel.criterion_value:.6g}); members (node seq: weight) "
+            + ", ".join(f"{by_id[i].seq}: {w}" for i, w in sel.weights.items())
+        )
+        root = next(n for n in self.nodes() if n.parent_id is None)
+        node = self.storage.add_node(
+            self.run_id,
+            parent_id=root.id,
+            operator=Operator.ENSEMBLE,
+            plan=plan,
+            code=render_ensemble_program(weights, plan),
+            config={"weights": {str(i): w for i, w in sel.weights.items()}, "criterion": sel.criterion},
+            extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
+        )
+        return self._execute(node, max(self.clock.remaining, 60.0), seed=self.settings.seed)
+
+    @property
+    def final_node(self) -> FrozenNode | None:
+        """The node whose submission the run hands in.
+
+        The latest valid ensemble node is chosen unless its score is worse than the best single
+        node's by more than one standard error of that node's fold scores (the one-standard-error
+        rule, Breiman et al. 1984); otherwise the best node.
+        """
+        from mcgs.ensemble import fold_standard_error
+        from mcgs.evaluation import read_predictions
+
+        valid = valid_nodes(self.graph())
+        singles = [n for n in valid if n.operator is not Operator.ENSEMBLE]
+        ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE]
+        best = best_node(self.graph(), self.task.higher_is_better) if not singles else min(
+            singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq)
+        )
+        if not ensembles or best is None:
+            return best
+        ens = ensembles[-1]
+        rows = self.labels.validated_rows
+        try:
+            oof = read_predictions(self.task, self.node_dir(best) / OOF_PATH, OOF_PATH, rows)
+        except OutputError:
+            return ens if (ens.score >= best.score if self.task.higher_is_better else ens.score <= best.score) else best
+        se = fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
+        gap = (best.score - ens.score) if self.task.higher_is_better else (ens.score - best.score)
+        return ens if gap <= se else best
+
     def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
-        if node.is_valid:
+        if node.is_valid and node.operator is not Operator.ENSEMBLE:
             is_best = not prior or (node.score > max(prior) if self.task.higher_is_better else node.score < min(prior))
             if is_best:
                 self.export_best(node)
@@ -264,9 +355,9 @@ class Search:
 
     def _save_progress(self, status: str | None = None) -> None:
         fields: dict[str, Any] = {"elapsed_s": self.clock.elapsed}
-        best = self.best_node
-        if best is not None:
-            fields["best_node_id"] = best.id
+        final = self.final_node
+        if final is not None:
+            fields["best_node_id"] = final.id
         if status:
             fields["status"] = status
         self.storage.update_run(self.run_id, **fields)

@@ -60,6 +60,11 @@ class SearchSettings(BaseSettings):
         branch_patience: Successful improve steps without gain on a branch before Improve
             escalates to the next tier (MLEvolve-style patience; 3 as in DESIGN §4).
         virtual_loss: Reward assumed for an in-flight node while selecting (parallel workers).
+        ensemble: Build an ensemble node at the end of the run (greedy forward selection
+            over the OOF predictions of valid nodes, Caruana et al. 2004).
+        ensemble_reserve_s: Seconds of the wall budget reserved for that final step (at most
+            a tenth of the budget).
+        ensemble_max_members: The best this-many valid nodes are the ensemble's candidates.
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
         keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
@@ -82,6 +87,9 @@ class SearchSettings(BaseSettings):
     improvement_threshold: float = Field(1e-4, ge=0)
     branch_patience: int = Field(3, ge=1)
     virtual_loss: float = -1.0
+    ensemble: bool = True
+    ensemble_reserve_s: float = Field(20.0, ge=0)
+    ensemble_max_members: int = Field(30, ge=1)
     seed: int = 0
     keep_workspaces: bool = False
 

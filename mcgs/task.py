@@ -194,6 +194,12 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
     else:
         id_column = inferred_id
     rest = [c for c in sub_cols if c != id_column]
+    if target is None and id_column is None and not no_id_column and sub_cols[0] in test.columns:
+        raise TaskError(
+            f"{where}: the first column of sample_submission.csv, {sub_cols[0]!r}, is in the test file but "
+            f"cannot be the id column (its values are not unique or it is not in the training file); "
+            f"set `id_column:` or `no_id_column: true`, and `target:` in task.yaml"
+        )
     if target is None:
         target = [c for c in rest if c in train.columns]
         if not target:
@@ -217,7 +223,8 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
             raise TaskError(
                 f"{where}: target column {t!r} is also in the test file; the test file must not hold labels"
             )
-        if t not in sample.columns:
+        one_hot = len(target) == 1 and set(rest) == {str(v) for v in train[t].dropna().unique()}
+        if t not in sample.columns and not one_hot:
             raise TaskError(
                 f"{where}: target column {t!r} is not a column of sample_submission.csv "
                 f"(columns: {sub_cols}); the submission must predict the target"
@@ -297,6 +304,12 @@ def _build_spec(
         positive = cfg.positive_class if cfg.positive_class is not None else _default_positive(labels)
         if positive not in labels:
             raise TaskError(f"{where}: positive_class {positive!r} is not one of the labels {labels}")
+    one_hot = target[0] not in sample.columns  # one probability column per class
+    if one_hot and not (kind == "multiclass" and metric.needs_proba):
+        raise TaskError(
+            f"{where}: sample_submission.csv has one column per class of {target[0]!r}; that needs a multi-class "
+            f"probability metric such as log_loss, not {metric.name}"
+        )
     if metric.kind == "regression":
         sub_format = "value"
     elif metric.needs_proba:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import random
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from mcgs.coders import CoderAnswer, CoderRequest
 from mcgs.contract import CONTRACT_VERSION
@@ -98,12 +98,25 @@ class RecipeCoder:
 
     Args:
         seed: Seed of the coder's own choices (mixed with each request's seed).
+        models: Model entry ids the coder may use (default: every applicable model entry).
+
+    Raises:
+        KeyError: ``models`` names an unknown entry.
     """
 
     name = "recipe"
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, models: Sequence[str] | None = None):
         self.seed = seed
+        self.models = tuple(models) if models else None
+        for m in self.models or ():
+            get_entry(m)
+
+    def _models(self, profile: dict[str, Any]) -> list[KnowledgeEntry]:
+        entries = _model_entries(profile)
+        if self.models is not None:
+            entries = [e for e in entries if e.id in self.models]
+        return entries or _model_entries(profile)
 
     # ------------------------------------------------------------------ public
 
@@ -140,7 +153,7 @@ class RecipeCoder:
         }
 
     def _draft(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
-        models = _model_entries(req.profile)
+        models = self._models(req.profile)
         used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
         unused = [m for m in models if m.id not in used]
         entry = unused[0] if unused else rng.choice(models)
@@ -225,7 +238,7 @@ class RecipeCoder:
         if config.get("n_seeds", 1) == 1 and "strategy:seed_averaging" not in avoid:
             options.append("seed_averaging")
         lineage_models = {n.config.get("model") for n in (req.parent, *req.lineage) if n is not None and n.config}
-        for m in _model_entries(req.profile):
+        for m in self._models(req.profile):
             if m.id != config["model"] and f"strategy:model:{m.id}" not in avoid and m.id not in lineage_models:
                 options.append(m.id)
         if not options:
@@ -256,7 +269,7 @@ class RecipeCoder:
             config["change"] = f"debug:{parent.state.value}"
             return config, f"Debug {parent.state.value} of node {parent.seq}: make the program cheaper (half the boosting rounds, one seed, a cheaper model family if needed)."
         if re.search(r"ModuleNotFoundError|ImportError", error):
-            fallback = next((m.id for m in _model_entries(req.profile) if m.id != config.get("model")), SAFE_MODEL)
+            fallback = next((m.id for m in self._models(req.profile) if m.id != config.get("model")), SAFE_MODEL)
             new = self.default_config(fallback, req.profile)
             new["change"] = "debug:import"
             return new, f"Debug node {parent.seq}: a package is missing ({_last_line(error)}); switch to {get_entry(fallback).title}."

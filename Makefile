@@ -1,0 +1,33 @@
+# Everything runs in a local virtual environment (.venv) created from python3.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install install-test demo test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+## Build the bundled demo task and search it for 2 minutes.
+demo: install
+	$(BIN)/mcgs demo --out demo_run --time-budget 2m
+
+## Run the test suite (tests needing ../shared/data skip when it is absent, unless CI=true).
+test: install-test
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) demo_run .pytest_cache *.egg-info

@@ -1,0 +1,184 @@
+"""UCT selection, reward and backpropagation on hand-built graphs (DESIGN §4)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from mcgs.graph import build_graph
+from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
+from mcgs.policy import compute_reward, debug_depth, exploration_constant, improve_tier, select_expansion, tree_stats, uct_value
+from mcgs.settings import SearchSettings
+
+S = SearchSettings()
+V, B, R = NodeState.VALID, NodeState.BUGGY, NodeState.RUNNING
+
+
+def graph(spec):
+    """spec: list of (id, parent, operator, state, score, reward)."""
+    nodes = [FrozenNode(id=0, seq=0, parent_id=None, operator=Operator.ROOT, state=NodeState.ROOT)]
+    edges = []
+    for i, (nid, parent, op, state, score, reward) in enumerate(spec, start=1):
+        nodes.append(FrozenNode(id=nid, seq=i, parent_id=parent, operator=op, state=state, score=score, reward=reward))
+        edges.append(FrozenEdge(src=parent, dst=nid, kind=EdgeKind.DERIVES, operator=op))
+    return build_graph(nodes, edges)
+
+
+D, DBG, IMP = Operator.DRAFT, Operator.DEBUG, Operator.IMPROVE
+
+
+# ----------------------------------------------------------------- reward
+
+
+def test_reward_of_failures_and_first_valid_node():
+    assert compute_reward(B, None, [0.5], True) == -1.0
+    assert compute_reward(NodeState.TIMEOUT, None, [], True) == -1.0
+    assert compute_reward(V, 0.7, [], True) == 2.0  # s~ = 1 and a new global best
+
+
+def test_reward_is_min_max_normalised_and_direction_aware():
+    prior = [0.70, 0.80]
+    # higher is better: 0.75 sits halfway, no new best
+    assert compute_reward(V, 0.75, prior, True) == pytest.approx(0.5)
+    # a new best gets the bonus
+    assert compute_reward(V, 0.90, prior, True) == pytest.approx(2.0)
+    # lower is better: 0.75 halfway again, 0.65 is the new best
+    assert compute_reward(V, 0.75, prior, False) == pytest.approx(0.5)
+    assert compute_reward(V, 0.65, prior, False) == pytest.approx(2.0)
+    assert compute_reward(V, 0.80, prior, False) == pytest.approx(0.0)
+
+
+def test_bonus_needs_gain_above_threshold():
+    assert compute_reward(V, 0.80005, [0.8], True, improvement_threshold=1e-4) == pytest.approx(1.0)
+    assert compute_reward(V, 0.8002, [0.8], True, improvement_threshold=1e-4) == pytest.approx(2.0)
+
+
+# ----------------------------------------------------------------- C decay
+
+
+def test_exploration_constant_decays_piecewise():
+    assert exploration_constant(0.0, S) == pytest.approx(1.414)
+    assert exploration_constant(0.3, S) == pytest.approx(1.414)
+    assert exploration_constant(0.5, S) == pytest.approx((1.414 + 0.5) / 2)
+    assert exploration_constant(0.7, S) == pytest.approx(0.5)
+    assert exploration_constant(1.0, S) == pytest.approx(0.5)
+
+
+# ----------------------------------------------------------------- backpropagation
+
+HAND = [
+    (1, 0, D, V, 0.80, 2.0),
+    (2, 1, IMP, V, 0.78, 0.5),
+    (3, 1, IMP, B, None, -1.0),
+    (4, 0, D, B, None, -1.0),
+    (5, 4, DBG, V, 0.79, 1.2),
+]
+
+
+def test_backpropagation_over_primary_parents():
+    st = tree_stats(graph(HAND))
+    assert (st[0].visits, st[0].value) == (5, pytest.approx(1.7))
+    assert (st[1].visits, st[1].value) == (3, pytest.approx(1.5))
+    assert (st[4].visits, st[4].value) == (2, pytest.approx(0.2))
+    assert (st[3].visits, st[3].value) == (1, pytest.approx(-1.0))
+
+
+def test_uct_value_by_hand():
+    st = tree_stats(graph(HAND))
+    c = 1.414
+    assert uct_value(st[1], st[0], c) == pytest.approx(1.5 / 3 + c * math.sqrt(math.log(5) / 3))
+    assert uct_value(st[4], st[0], c) == pytest.approx(0.2 / 2 + c * math.sqrt(math.log(5) / 2))
+
+
+def test_virtual_loss_counts_in_flight_nodes():
+    g = graph(HAND + [(6, 1, IMP, R, None, None)])
+    st = tree_stats(g, virtual_loss=-1.0)
+    assert (st[1].visits, st[1].value) == (4, pytest.approx(0.5))
+
+
+# ----------------------------------------------------------------- selection
+
+
+def test_root_takes_drafts_until_the_limit():
+    exp = select_expansion(graph(HAND), S, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert (exp.parent_id, exp.operator) == (0, D)
+
+
+def five_drafts():
+    return HAND + [
+        (6, 0, D, B, None, -1.0),
+        (7, 6, DBG, B, None, -1.0),
+        (8, 0, D, V, 0.70, 0.0),
+        (9, 0, D, B, None, -1.0),
+    ]
+
+
+def test_descends_by_uct_then_expands_with_the_right_operator():
+    g = graph(five_drafts())
+    st = tree_stats(g)
+    c = exploration_constant(0.0, S)
+    # candidates under the root: every draft with something expandable below it
+    ucts = {k: uct_value(st[k], st[0], c) for k in (1, 4, 6, 8, 9)}
+    best = max(ucts, key=ucts.get)
+    exp = select_expansion(g, S, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    expected = {1: (1, IMP), 4: (5, IMP), 6: (7, DBG), 8: (8, IMP), 9: (9, DBG)}[best]
+    assert (exp.parent_id, exp.operator) == expected
+
+
+def test_late_exploration_constant_prefers_high_q():
+    g = graph(five_drafts())
+    # with C at its floor the node with the best mean reward wins: draft 1 (Q = 0.5)
+    exp = select_expansion(g, S.model_copy(update={"uct_c_start": 0.0, "uct_c_end": 0.0}), progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert exp.parent_id == 1 and exp.operator is IMP
+
+
+def test_buggy_node_gets_one_debug_child_and_debug_depth_is_bounded():
+    g = graph(five_drafts())
+    assert debug_depth(g, 7) == 1
+    s = S.model_copy(update={"max_debug_depth": 1, "uct_c_start": 0.0, "uct_c_end": 0.0})
+    # node 6 already has its debug child (7); node 7 is at depth 1 = the limit: nothing to do there
+    for seed in range(5):
+        exp = select_expansion(g, s, progress=0.0, higher_is_better=True, rng=random.Random(seed))
+        assert exp.parent_id not in (6, 7)
+
+
+def test_valid_node_takes_at_most_three_improve_children():
+    spec = five_drafts() + [(10, 1, IMP, V, 0.79, 0.6)]
+    g = graph(spec)
+    s = S.model_copy(update={"uct_c_start": 0.0, "uct_c_end": 0.0})
+    exp = select_expansion(g, s, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    # node 1 now has 3 improve children: selection goes below it to its best child
+    assert exp.parent_id != 1
+
+
+def test_extra_draft_when_every_branch_is_exhausted():
+    spec = [(i, 0, D, B, None, -1.0) for i in range(1, 6)] + [(10 + i, i, DBG, B, None, -1.0) for i in range(1, 6)]
+    s = S.model_copy(update={"max_debug_depth": 1})
+    exp = select_expansion(graph(spec), s, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert (exp.parent_id, exp.operator) == (0, D)
+    assert "extra draft" in exp.reason
+
+
+def test_exploit_share_grows_late_in_the_budget():
+    g = graph(five_drafts())
+    picks = [select_expansion(g, S, progress=1.0, higher_is_better=True, rng=random.Random(k)) for k in range(200)]
+    exploit = sum("exploit" in p.reason for p in picks)
+    assert 60 <= exploit <= 140  # about half at the end of the budget
+    assert all(p.operator is IMP for p in picks if "exploit" in p.reason)
+    early = [select_expansion(g, S, progress=0.2, higher_is_better=True, rng=random.Random(k)) for k in range(50)]
+    assert not any("exploit" in p.reason for p in early)
+
+
+def test_improve_tier_escalates_with_branch_patience():
+    spec = [(1, 0, D, V, 0.80, 2.0)]
+    last = 1
+    for k in range(2, 9):  # seven improve steps, none better than the draft
+        spec.append((k, last, IMP, V, 0.79, 0.5))
+        last = k
+    g = graph(spec)
+    s = S.model_copy(update={"branch_patience": 3})
+    assert improve_tier(graph(spec[:3]), 3, s, True) == 0  # 2 since best
+    assert improve_tier(graph(spec[:4]), 4, s, True) == 1  # 3 since best
+    assert improve_tier(g, 8, s, True) == 2  # 7 since best

@@ -1,0 +1,196 @@
+"""End-to-end search on the demo task (scikit-learn's breast-cancer data): nodes persisted,
+engine scoring, Debug of a broken program, and resume after interruptions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.demo import build_demo_task
+from mcgs.evaluation import score_predictions
+from mcgs.node import NodeState, Operator
+from mcgs.search import RunError, create_search, open_search
+from mcgs.settings import SearchSettings
+
+FAST = ("model.logistic_regression", "model.lightgbm")
+
+
+@pytest.fixture(scope="module")
+def demo_task(tmp_path_factory):
+    return build_demo_task(tmp_path_factory.mktemp("demo") / "task")
+
+
+def settings(**kw) -> SearchSettings:
+    base = dict(time_budget_s=600, per_run_timeout_s=120, num_drafts=2, max_nodes=5, seed=0, ensemble=False)
+    base.update(kw)
+    return SearchSettings(**base)
+
+
+class Wrapped:
+    """A coder that edits the recipe coder's programs (to inject bugs or misleading prints)."""
+
+    name = "wrapped"
+
+    def __init__(self, edit, inner=None):
+        self.inner = inner or RecipeCoder(models=FAST)
+        self.edit = edit
+        self.calls = 0
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        self.calls += 1
+        ans = self.inner.write(request)
+        return dataclasses.replace(ans, code=self.edit(self.calls, request, ans.code))
+
+
+def test_search_persists_nodes_and_scores_them_itself(demo_task, tmp_path):
+    """The candidate prints a fake score in the opposite direction; the engine ignores it."""
+    liar = Wrapped(lambda n, req, code: code + "\nprint('validation roc_auc: 0.01 (lower is better)')\n")
+    search = create_search(demo_task, tmp_path / "run", settings=settings(ensemble=True), coder=liar)
+    final = search.run()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    singles = [n for n in nodes if n.operator is not Operator.ENSEMBLE]
+    assert len(singles) == 5 and all(n.state is NodeState.VALID for n in singles)
+    assert [n.operator for n in singles[:2]] == [Operator.DRAFT, Operator.DRAFT]
+    assert all(n.operator is Operator.IMPROVE for n in singles[2:])
+    assert search.task.higher_is_better is True
+    # the stored score is the metric of oof.csv against the labels, not what the program printed
+    for n in singles:
+        assert "lower is better" in n.stdout_tail
+        oof = pd.read_csv(search.node_dir(n) / "working" / "oof.csv").sort_values("row")
+        y = pd.read_csv(search.task.train_path)["diagnosis"].to_numpy()[oof["row"]]
+        assert n.score == pytest.approx(score_predictions(search.task, y, oof[["diagnosis"]].to_numpy()))
+        assert 0.9 < n.score <= 1.0
+    # rewards: the first node is a new best (2.0); all rewards within [0, 2]
+    assert singles[0].reward == 2.0 and all(0 <= n.reward <= 2 for n in singles)
+    # the final ensemble is a node like any other, joined to its members by `ensembles` edges
+    ens = nodes[-1]
+    assert ens.operator is Operator.ENSEMBLE and ens.state is NodeState.VALID
+    members = [e.src for e in search.storage.get_edges(search.run_id) if e.kind.value == "ensembles"]
+    assert len(members) >= 2 and set(members) <= {n.id for n in singles}
+    best_single = max(singles, key=lambda n: n.score)
+    assert final.id in (ens.id, best_single.id)
+    if ens.score >= best_single.score:
+        assert final.id == ens.id
+    assert (tmp_path / "run" / "best" / "solution.py").read_text() == final.code
+    sub = pd.read_csv(tmp_path / "run" / "best" / "submission.csv")
+    assert len(sub) == search.task.n_test and sub["diagnosis"].between(0, 1).all()
+    # the graph is rebuilt from storage alone, in a new process-like session
+    again = open_search(tmp_path / "run")
+    g = again.graph()
+    assert g.number_of_nodes() == 7 and g.number_of_edges() == 6 + len(set(members))
+    assert again.final_node.id == final.id
+    assert again.run_record.package_versions["scikit-learn"]
+    assert len(again.run_record.data_fingerprint) == 64
+
+
+def test_buggy_program_gets_a_debug_child(demo_task, tmp_path):
+    def break_first(n, req, code):
+        return code.replace('TASK = json.load(open("input/task.json"))', 'TASK = json.load(open("input/task.json"))\nraise KeyError("no_such_column")') if n == 1 else code
+
+    search = create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=3, num_drafts=1), coder=Wrapped(break_first))
+    search.run()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    first = nodes[0]
+    assert first.state is NodeState.BUGGY and first.reward == -1.0
+    assert "KeyError: 'no_such_column'" in first.error
+    debug = [n for n in nodes if n.operator is Operator.DEBUG]
+    assert len(debug) == 1 and debug[0].parent_id == first.id
+    assert debug[0].state is NodeState.VALID
+    assert not (search.node_dir(first) / "working").exists()  # failed nodes' scratch is removed
+
+
+def test_invalid_output_is_recorded_with_its_reason(demo_task, tmp_path):
+    def drop_rows(n, req, code):
+        return code.replace("oof_df.to_csv(", "oof_df.iloc[5:].to_csv(") if n == 1 else code
+
+    search = create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=1), coder=Wrapped(drop_rows))
+    search.run()
+    node = search.nodes()[1]
+    assert node.state is NodeState.INVALID_OUTPUT
+    assert "working/oof.csv: missing rows" in node.error
+
+
+class Interrupting:
+    """Raises KeyboardInterrupt (as Ctrl-C would) when asked for its n-th program."""
+
+    name = "interrupting"
+
+    def __init__(self, at: int):
+        self.inner = RecipeCoder(models=FAST)
+        self.at = at
+        self.calls = 0
+
+    def write(self, request):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.inner.write(request)
+
+
+def test_resume_after_interrupt_keeps_finished_nodes(demo_task, tmp_path):
+    run = tmp_path / "run"
+    search = create_search(demo_task, run, settings=settings(max_nodes=6), coder=Interrupting(at=4))
+    with pytest.raises(KeyboardInterrupt):
+        search.run()
+    before = [n for n in search.nodes() if n.parent_id is not None]
+    assert len(before) == 3 and search.storage.get_run(search.run_record.name).status == "stopped"
+    elapsed = search.storage.get_run(search.run_record.name).elapsed_s
+    assert elapsed > 0
+
+    resumed = open_search(run, coder=RecipeCoder(models=FAST))
+    assert resumed.clock.elapsed_before == pytest.approx(elapsed)
+    resumed.run()
+    after = [n for n in resumed.nodes() if n.parent_id is not None]
+    assert len(after) == 6
+    for old, new in zip(before, after[:3]):
+        assert (old.id, old.code, old.score, old.reward, old.state) == (new.id, new.code, new.score, new.reward, new.state)
+    assert resumed.storage.get_run(resumed.run_record.name).status == "finished"
+
+
+def test_resume_after_a_hard_kill_marks_the_running_candidate_interrupted(demo_task, tmp_path):
+    run = tmp_path / "run"
+    search = create_search(demo_task, run, settings=settings(max_nodes=2), coder=RecipeCoder(models=FAST))
+    search.run()
+    # as if the engine had been SIGKILLed while a candidate ran: a node left RUNNING
+    root = search.nodes()[0]
+    orphan = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="", code="")
+    search.storage.set_running(orphan.id, "nodes/orphan")
+    resumed = open_search(run, coder=RecipeCoder(models=FAST))
+    resumed.settings = resumed.settings.model_copy(update={"max_nodes": 3})
+    resumed.run()
+    states = {n.id: n.state for n in resumed.nodes()}
+    assert states[orphan.id] is NodeState.INTERRUPTED
+    assert sum(s.is_finished() for s in states.values()) == 3
+
+
+def test_run_dir_conflicts_and_missing_runs_are_clear_errors(demo_task, tmp_path):
+    create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=1))
+    with pytest.raises(RunError, match="already holds a run"):
+        create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=1))
+    with pytest.raises(RunError, match="holds no mcgs run"):
+        open_search(tmp_path / "nothing")
+
+
+def test_changed_task_data_is_refused_on_resume(demo_task, tmp_path):
+    import shutil
+
+    task = tmp_path / "task"
+    shutil.copytree(demo_task, task)
+    create_search(task, tmp_path / "run", settings=settings(max_nodes=1))
+    train = pd.read_csv(task / "train.csv")
+    train.iloc[:-1].to_csv(task / "train.csv", index=False)
+    with pytest.raises(RunError, match="changed since the run started"):
+        open_search(tmp_path / "run")
+
+
+def test_demo_answers_never_reach_the_workspace(demo_task, tmp_path):
+    search = create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=1), coder=RecipeCoder(models=FAST))
+    search.run()
+    files = {p.name for p in (tmp_path / "run" / "input").iterdir()}
+    assert files == {"train.csv", "test.csv", "sample_submission.csv", "task.json", "folds.csv"}
+    assert np.all([not (p.stat().st_mode & 0o222) for p in (tmp_path / "run" / "input").iterdir()])
