@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from mcgs.coders import CoderRequest
 from mcgs.graph import children, node, primary_ancestors
-from mcgs.node import FrozenNode
+from mcgs.node import FrozenNode, Operator
 from mcgs.settings import SearchSettings
 from mcgs.task import TaskSpec
+
+if TYPE_CHECKING:
+    from mcgs.policy import Expansion
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,3 +45,25 @@ class OperatorContext:
     def lineage(self, node_id: int) -> tuple[FrozenNode, ...]:
         """Primary ancestors of ``node_id`` that hold programs, nearest first."""
         return tuple(node(self.graph, a) for a in primary_ancestors(self.graph, node_id) if node(self.graph, a).code)
+
+    def request(self, exp: "Expansion", operator: Operator, *, with_parent: bool = True) -> CoderRequest:
+        """The coder request for expanding ``exp.parent_id`` with ``operator``.
+
+        Args:
+            exp: The policy's expansion (parent, tier, reason).
+            operator: The operator asking.
+            with_parent: Pass the parent node and its lineage (False for drafts: the parent
+                is the root, which holds no program).
+        """
+        return CoderRequest(
+            operator=operator,
+            task=self.task,
+            profile=self.profile,
+            parent=self.node(exp.parent_id) if with_parent else None,
+            siblings=self.siblings(exp.parent_id),
+            lineage=self.lineage(exp.parent_id) if with_parent else (),
+            tier=exp.tier,
+            seed=self.seed,
+            per_run_timeout_s=self.settings.per_run_timeout_s,
+            reason=exp.reason,
+        )

@@ -11,14 +11,4 @@ from mcgs.policy import Expansion
 def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
     """Request a fix of ``exp.parent_id``; its lineage lets the coder fall back to the last
     valid program of the chain."""
-    return CoderRequest(
-        operator=Operator.DEBUG,
-        task=ctx.task,
-        profile=ctx.profile,
-        parent=ctx.node(exp.parent_id),
-        siblings=ctx.siblings(exp.parent_id),
-        lineage=ctx.lineage(exp.parent_id),
-        seed=ctx.seed,
-        per_run_timeout_s=ctx.settings.per_run_timeout_s,
-        reason=exp.reason,
-    )
+    return ctx.request(exp, Operator.DEBUG)

@@ -10,13 +10,4 @@ from mcgs.policy import Expansion
 
 def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
     """Request a draft; the existing drafts are passed as siblings so the coder diversifies."""
-    return CoderRequest(
-        operator=Operator.DRAFT,
-        task=ctx.task,
-        profile=ctx.profile,
-        parent=None,
-        siblings=ctx.siblings(exp.parent_id),
-        seed=ctx.seed,
-        per_run_timeout_s=ctx.settings.per_run_timeout_s,
-        reason=exp.reason,
-    )
+    return ctx.request(exp, Operator.DRAFT, with_parent=False)

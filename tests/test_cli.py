@@ -1,0 +1,114 @@
+"""The command line: clear errors without tracebacks, Ctrl-C that stops cleanly, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from mcgs.cli import app
+from mcgs.demo import build_demo_task
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def test_folder_without_task_yaml(tmp_path):
+    (tmp_path / "train.csv").write_text("a,b\n1,2\n")
+    code, output = invoke("run", tmp_path, "--out", tmp_path / "run")
+    assert code == 2
+    assert "add a task.yaml with at least `metric" in output
+    assert "Traceback" not in output
+
+
+def test_bad_duration_and_missing_run(tmp_path):
+    task = build_demo_task(tmp_path / "task")
+    code, output = invoke("run", task, "--out", tmp_path / "run", "--time-budget", "ten minutes")
+    assert code == 2 and "cannot read duration 'ten minutes'" in output
+    code, output = invoke("resume", tmp_path / "nowhere")
+    assert code == 2 and "holds no mcgs run" in output
+
+
+def test_unknown_competition_lists_known_ones(tmp_path):
+    code, output = invoke("mlebench", "prepare", "no-such-comp", "--raw", tmp_path, "--out", tmp_path / "data")
+    assert code == 2 and "spaceship-titanic" in output and "Traceback" not in output
+
+
+@pytest.mark.realdata
+def test_grade_json_has_mlebench_fields(shared_data, tmp_path):
+    raw = shared_data / "spaceship-titanic" / "raw"
+    code, output = invoke("mlebench", "prepare", "spaceship-titanic", "--raw", raw, "--out", tmp_path / "data")
+    assert code == 0, output
+    sample = tmp_path / "data" / "spaceship-titanic" / "prepared" / "public" / "sample_submission.csv"
+    code, output = invoke("mlebench", "grade", "spaceship-titanic", sample, "--data", tmp_path / "data", "--json")
+    assert code == 0, output
+    report = json.loads(output)
+    for field in ("score", "gold_threshold", "silver_threshold", "bronze_threshold", "median_threshold", "any_medal", "above_median", "valid_submission", "is_lower_better"):
+        assert field in report
+    assert report["valid_submission"] is True and report["bronze_threshold"] == pytest.approx(0.80967)
+    assert 0.4 < report["score"] < 0.6  # all-False baseline on a balanced target
+
+
+def _candidates_alive() -> list[int]:
+    alive = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if "MCGS_SANDBOX_ID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return alive
+
+
+def _running_node(db):
+    if not db.exists():
+        return None
+    try:
+        con = sqlite3.connect(db, timeout=5)
+        row = con.execute("select seq from nodes where state = 'running'").fetchone()
+        con.close()
+        return row
+    except sqlite3.Error:
+        return None
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
+    task = build_demo_task(tmp_path / "task")
+    run = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items()}
+    env["MCGS_ENSEMBLE"] = "false"
+    cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--max-nodes", "3", "--time-budget", "5m"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while _running_node(run / "mcgs.db") is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _running_node(run / "mcgs.db") is not None, "no candidate started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "mcgs resume" in err and "Traceback" not in err
+    assert _candidates_alive() == []
+    con = sqlite3.connect(run / "mcgs.db")
+    assert con.execute("select status from runs").fetchone()[0] == "stopped"
+    assert con.execute("select count(*) from nodes where state = 'interrupted'").fetchone()[0] == 1
+    con.close()
+    res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "best solution" in res.stdout
+    con = sqlite3.connect(run / "mcgs.db")
+    assert con.execute("select status from runs").fetchone()[0] == "finished"
+    assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
+    assert (run / "best" / "submission.csv").is_file()
+    assert _candidates_alive() == []
