@@ -32,6 +32,8 @@ import pandas as pd
 import psutil
 import yaml
 
+from mcgs.sandbox import live_candidates
+
 COMPETITION = "spaceship-titanic"
 
 
@@ -42,18 +44,6 @@ def sh(*args: str) -> subprocess.CompletedProcess:
 
 def mcgs(*args: str) -> subprocess.CompletedProcess:
     return sh(sys.executable, "-m", "mcgs", *args)
-
-
-def sandbox_processes() -> list[int]:
-    """Pids of live processes that carry an mcgs sandbox marker in their environment."""
-    pids = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if "MCGS_SANDBOX_ID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
-                pids.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return pids
 
 
 def node_count(run_dir: Path) -> tuple[int, int]:
@@ -112,7 +102,7 @@ def main() -> int:
         wall = time.monotonic() - t0
         if r.returncode:
             print(r.stdout[-3000:], r.stderr[-3000:])
-        alive = sandbox_processes()
+        alive = live_candidates()
         g = mcgs("mlebench", "grade", COMPETITION, str(run_dir / "best" / "submission.csv"), "--data", str(data), "--json")
         report = json.loads(g.stdout) if g.returncode == 0 else {"valid_submission": False, "error": g.stderr}
         total, valid = node_count(run_dir)

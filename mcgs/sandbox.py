@@ -57,6 +57,7 @@ __all__ = [
     "ExecutionResult",
     "run_program",
     "scrubbed_env",
+    "live_candidates",
     "MARKER_ENV",
 ]
 
@@ -232,6 +233,25 @@ def scrubbed_env(
             continue
         env[name] = str(value)
     return env
+
+
+def live_candidates() -> list[int]:
+    """Pids of live (non-zombie) processes started by any sandbox on this machine.
+
+    Every sandboxed program and its descendants carry :data:`MARKER_ENV` in their
+    environment; a process whose environment cannot be read (another user's) is skipped.
+
+    Returns:
+        The pids, sorted; empty when no candidate is running.
+    """
+    alive = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if MARKER_ENV in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return sorted(alive)
 
 
 def run_program(

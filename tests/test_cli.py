@@ -10,12 +10,12 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 from typer.testing import CliRunner
 
 from mcgs.cli import app
 from mcgs.demo import build_demo_task
+from mcgs.sandbox import live_candidates
 
 runner = CliRunner()
 
@@ -61,17 +61,6 @@ def test_grade_json_has_mlebench_fields(shared_data, tmp_path):
     assert 0.4 < report["score"] < 0.6  # all-False baseline on a balanced target
 
 
-def _candidates_alive() -> list[int]:
-    alive = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if "MCGS_SANDBOX_ID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
-                alive.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return alive
-
-
 def _running_node(db):
     if not db.exists():
         return None
@@ -99,7 +88,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "mcgs resume" in err and "Traceback" not in err
-    assert _candidates_alive() == []
+    assert live_candidates() == []
     con = sqlite3.connect(run / "mcgs.db")
     assert con.execute("select status from runs").fetchone()[0] == "stopped"
     assert con.execute("select count(*) from nodes where state = 'interrupted'").fetchone()[0] == 1
@@ -111,4 +100,4 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     assert con.execute("select status from runs").fetchone()[0] == "finished"
     assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
     assert (run / "best" / "submission.csv").is_file()
-    assert _candidates_alive() == []
+    assert live_candidates() == []
