@@ -51,6 +51,15 @@ def _user_errors():
         _fail(str(exc))
 
 
+def _duration(option: str, text: str) -> float:
+    from mcgs.settings import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise _UserError(f"{option}: {exc}") from None
+
+
 def _sigterm_as_interrupt():
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -131,12 +140,13 @@ def _summary(search) -> None:
     path = search.export_best(best) if best else None
     t = Table(show_header=False, box=None)
     t.add_row("run", str(search.run_dir))
-    t.add_row("nodes", f"{len(nodes)} ({sum(n.is_valid for n in nodes)} valid, {sum(n.state.is_failure() for n in nodes)} failed)")
+    interrupted = sum(n.state.value == "interrupted" for n in search.nodes())
+    t.add_row("nodes", f"{len(nodes)} ({sum(n.is_valid for n in nodes)} valid, {sum(n.state.is_failure() for n in nodes)} failed)" + (f"; {interrupted} interrupted" if interrupted else ""))
     if best is None:
         t.add_row("best validation score", "none: no candidate produced a valid submission")
     else:
         t.add_row(f"best validation score ({search.task.metric})", f"{best.score:.6f} (node {best.seq}, {best.operator.value})")
-        t.add_row("best solution", str(path / "solution.py"))
+        t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
     ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
     if ens and best is not None and best.operator.value != "ensemble":
@@ -162,11 +172,11 @@ def run(
     _sigterm_as_interrupt()
     with _user_errors():
         from mcgs.search import create_search
-        from mcgs.settings import SearchSettings, parse_duration
+        from mcgs.settings import SearchSettings
 
         settings = SearchSettings(
-            time_budget_s=parse_duration(time_budget),
-            per_run_timeout_s=parse_duration(per_run_timeout),
+            time_budget_s=_duration("--time-budget", time_budget),
+            per_run_timeout_s=_duration("--per-run-timeout", per_run_timeout),
             seed=seed,
             max_nodes=max_nodes,
             memory_mb=memory_mb,
@@ -186,9 +196,7 @@ def resume(
     _sigterm_as_interrupt()
     with _user_errors():
         from mcgs.search import open_search
-        from mcgs.settings import parse_duration
-
-        search = open_search(run_dir, time_budget_s=parse_duration(time_budget) if time_budget else None)
+        search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None)
         if search.clock.remaining < 5:
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
@@ -234,13 +242,13 @@ def demo(
 
         from mcgs.demo import build_demo_task
         from mcgs.search import create_search
-        from mcgs.settings import SearchSettings, parse_duration
+        from mcgs.settings import SearchSettings
 
         task_dir = build_demo_task(out_dir / "task")
         run_dir = out_dir / "run"
         if run_dir.exists():
             shutil.rmtree(run_dir)
-        settings = SearchSettings(time_budget_s=parse_duration(time_budget), per_run_timeout_s=60, seed=seed)
+        settings = SearchSettings(time_budget_s=_duration("--time-budget", time_budget), per_run_timeout_s=60, seed=seed)
         search = create_search(task_dir, run_dir, settings=settings)
     console.print(f"demo task written to {task_dir}; searching for {time_budget}")
     _drive(search)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mcgs.coders import Coder
-from mcgs.contract import OOF_PATH, prepare_run_input, prepare_workspace
+from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
@@ -68,14 +68,20 @@ def _package_versions() -> dict[str, str]:
     return out
 
 
-def _atomic_copy(src: Path, dst: Path) -> None:
+def _atomic_write(dst: Path, data: bytes) -> None:
+    """Write ``data`` to ``dst`` through a temp file, fsync and rename (mode 644)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
-    with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-        shutil.copyfileobj(inp, out)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
         out.flush()
         os.fsync(out.fileno())
+    os.chmod(tmp, 0o644)
     os.replace(tmp, dst)
+
+
+def _atomic_copy(src: Path, dst: Path) -> None:
+    _atomic_write(dst, Path(src).read_bytes())
 
 
 @dataclasses.dataclass
@@ -329,10 +335,10 @@ class Search:
         valid = valid_nodes(self.graph())
         singles = [n for n in valid if n.operator is not Operator.ENSEMBLE]
         ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE]
-        best = best_node(self.graph(), self.task.higher_is_better) if not singles else min(
-            singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq)
-        )
-        if not ensembles or best is None:
+        if not singles:
+            return None
+        best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
+        if not ensembles:
             return best
         ens = ensembles[-1]
         rows = self.labels.validated_rows
@@ -363,22 +369,49 @@ class Search:
         self.storage.update_run(self.run_id, **fields)
 
     def export_best(self, node: FrozenNode | None = None) -> Path | None:
-        """Write ``best/solution.py``, ``best/submission.csv`` and ``best/node.json`` atomically.
+        """Write ``best/`` for a node: ``solution.py``, ``submission.csv``, ``node.json``, and
+        what the program needs to run again from that folder (``input`` linked to the run's
+        read-only input; for an ensemble, its members' prediction files under ``members/``).
+
+        ``cd RUN_DIR/best && python solution.py`` re-creates ``submission/submission.csv``.
+        Files are written atomically (temp file, fsync, rename).
 
         Returns:
             The ``best`` folder, or None when there is no valid node.
         """
+        from mcgs.ensemble import render_ensemble_program
+
         node = node or self.best_node
         if node is None:
             return None
         ws = self.node_dir(node)
         best = self.run_dir / "best"
-        _atomic_copy(ws / "solution.py", best / "solution.py")
-        _atomic_copy(ws / "submission" / "submission.csv", best / "submission.csv")
-        info = {"node_id": node.id, "seq": node.seq, "operator": node.operator.value, "score": node.score, "metric": self.task.metric, "higher_is_better": self.task.higher_is_better, "plan": node.plan}
-        tmp = best / ".node.json.tmp"
-        tmp.write_text(json.dumps(info, indent=2))
-        os.replace(tmp, best / "node.json")
+        best.mkdir(exist_ok=True)
+        link = best / "input"
+        if not link.is_symlink():
+            link.symlink_to(os.path.relpath(self.input_dir, best), target_is_directory=True)
+        code = node.code
+        if node.operator is Operator.ENSEMBLE:
+            by_id = {n.id: n for n in self.nodes()}
+            weights = {}
+            for member_id, weight in node.config["weights"].items():
+                member = self.node_dir(by_id[int(member_id)])
+                for name in (OOF_PATH, TEST_PRED_PATH):
+                    _atomic_copy(member / name, best / "members" / member.name / name)
+                weights[f"members/{member.name}"] = weight
+            code = render_ensemble_program(weights, node.plan)
+        _atomic_write(best / "solution.py", code.encode())
+        _atomic_copy(ws / SUBMISSION_PATH, best / "submission.csv")
+        info = {
+            "node": node.seq,
+            "storage_id": node.id,
+            "operator": node.operator.value,
+            "score": node.score,
+            "metric": self.task.metric,
+            "higher_is_better": self.task.higher_is_better,
+            "plan": node.plan,
+        }
+        _atomic_write(best / "node.json", json.dumps(info, indent=2).encode())
         return best
 
     # ------------------------------------------------------------------ helpers

@@ -418,7 +418,7 @@ def load_task(path: str | Path) -> TaskSpec:
     if (root / "train.csv").is_file():
         hint = " It has train.csv: add a task.yaml with at least `metric: <name>` (e.g. accuracy, roc_auc, rmse)."
     raise TaskError(
-        f"{root} is not a task folder: it has neither task.yaml nor config.yaml + prepared/public/.{hint}"
+        f"{root} is not a task folder: it has no task.yaml (nor is it an MLE-bench folder made by `mcgs mlebench prepare`).{hint}"
     )
 
 

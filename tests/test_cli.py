@@ -29,14 +29,14 @@ def test_folder_without_task_yaml(tmp_path):
     (tmp_path / "train.csv").write_text("a,b\n1,2\n")
     code, output = invoke("run", tmp_path, "--out", tmp_path / "run")
     assert code == 2
-    assert "add a task.yaml with at least `metric" in output
+    assert "add a task.yaml with at least `metric" in output and "no task.yaml" in output
     assert "Traceback" not in output
 
 
 def test_bad_duration_and_missing_run(tmp_path):
     task = build_demo_task(tmp_path / "task")
     code, output = invoke("run", task, "--out", tmp_path / "run", "--time-budget", "ten minutes")
-    assert code == 2 and "cannot read duration 'ten minutes'" in output
+    assert code == 2 and "--time-budget: cannot read duration 'ten minutes'" in output
     code, output = invoke("resume", tmp_path / "nowhere")
     assert code == 2 and "holds no mcgs run" in output
 

@@ -4,6 +4,9 @@ engine scoring, Debug of a broken program, and resume after interruptions."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -76,9 +79,15 @@ def test_search_persists_nodes_and_scores_them_itself(demo_task, tmp_path):
     assert final.id in (ens.id, best_single.id)
     if ens.score >= best_single.score:
         assert final.id == ens.id
-    assert (tmp_path / "run" / "best" / "solution.py").read_text() == final.code
     sub = pd.read_csv(tmp_path / "run" / "best" / "submission.csv")
     assert len(sub) == search.task.n_test and sub["diagnosis"].between(0, 1).all()
+    # best/ is self-contained: its program re-creates the submission from that folder
+    best = tmp_path / "run" / "best"
+    assert json.loads((best / "node.json").read_text())["node"] == final.seq
+    r = subprocess.run([sys.executable, "solution.py"], cwd=best, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again_sub = pd.read_csv(best / "submission" / "submission.csv")
+    assert np.allclose(again_sub["diagnosis"], sub["diagnosis"]) and (again_sub["id"] == sub["id"]).all()
     # the graph is rebuilt from storage alone, in a new process-like session
     again = open_search(tmp_path / "run")
     g = again.graph()
