@@ -108,6 +108,30 @@ def _f1(y_true, y_pred, labels=None, pos_label=1, **_):
     return f1_score(y_true, y_pred, pos_label=pos_label)
 
 
+def _f1_average(average: str):
+    def fn(y_true, y_pred, labels=None, **_):
+        from sklearn.metrics import f1_score
+
+        return f1_score(y_true, y_pred, average=average, labels=labels)
+
+    return fn
+
+
+def _columns(y) -> np.ndarray:
+    y = np.asarray(y, dtype=float)
+    return y.reshape(-1, 1) if y.ndim == 1 else y
+
+
+def _mean_column_rmsle(y_true, y_pred, **_):
+    t, p = _columns(y_true), _columns(y_pred)
+    return float(np.mean([_rmsle(t[:, j], p[:, j]) for j in range(t.shape[1])]))
+
+
+def _mean_column_roc_auc(y_true, y_pred, **_):
+    t, p = _columns(y_true), _columns(y_pred)
+    return float(np.mean([_roc_auc(t[:, j], p[:, j]) for j in range(t.shape[1])]))
+
+
 _REGISTRY: dict[str, Metric] = {
     m.name: m
     for m in (
@@ -115,6 +139,10 @@ _REGISTRY: dict[str, Metric] = {
         Metric("roc_auc", True, True, "classification", _roc_auc),
         Metric("log_loss", False, True, "classification", _log_loss),
         Metric("f1", True, False, "classification", _f1),
+        Metric("f1_micro", True, False, "classification", _f1_average("micro")),
+        Metric("f1_macro", True, False, "classification", _f1_average("macro")),
+        Metric("mean_column_roc_auc", True, True, "classification", _mean_column_roc_auc),
+        Metric("mean_column_rmsle", False, False, "regression", _mean_column_rmsle),
         Metric("rmse", False, False, "regression", _rmse),
         Metric("rmsle", False, False, "regression", _rmsle),
         Metric("mae", False, False, "regression", _mae),
@@ -143,6 +171,14 @@ _ALIASES: dict[str, str] = {
     "mean_absolute_error": "mae",
     "f1-score": "f1",
     "f1_score": "f1",
+    "micro-f1": "f1_micro",
+    "f1-micro": "f1_micro",
+    "macro-f1": "f1_macro",
+    "f1-macro": "f1_macro",
+    "mean-column-wise-roc-auc": "mean_column_roc_auc",
+    "column-wise-roc-auc": "mean_column_roc_auc",
+    "mean-column-wise-rmsle": "mean_column_rmsle",
+    "column-wise-rmsle": "mean_column_rmsle",
 }
 
 

@@ -18,6 +18,13 @@ TABLE = [
     ("rmse", False, False, [1.0, 2.0, 3.0], [1.0, 2.0, 5.0], math.sqrt(4 / 3)),
     ("rmsle", False, False, [0.0, 1.0], [1.0, 1.0], math.sqrt(math.log(2) ** 2 / 2)),
     ("mae", False, False, [1.0, 2.0, 3.0], [2.0, 2.0, 5.0], 1.0),
+    # micro F1 = accuracy for single-label data; macro F1 = mean of per-class F1 (2/3 and 0)
+    ("f1_micro", True, False, [0, 1, 2, 2], [0, 2, 2, 1], 0.5),
+    ("f1_macro", True, False, [0, 1, 1, 1], [0, 0, 1, 1], (2 / 3 + 0.8) / 2),
+    # column 1: AUC 1.0; column 2: AUC 0.5 (two of four positive-negative pairs ordered)
+    ("mean_column_roc_auc", True, True, [[1, 0], [0, 1], [1, 1], [0, 0]], [[0.9, 0.2], [0.1, 0.8], [0.8, 0.1], [0.2, 0.3]], 0.75),
+    # column 1 exact; column 2: log(1+3) vs log(1+1) on one of two rows
+    ("mean_column_rmsle", False, False, [[1.0, 1.0], [2.0, 3.0]], [[1.0, 1.0], [2.0, 1.0]], (0 + math.sqrt(math.log(2) ** 2 / 2)) / 2),
 ]
 
 
