@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mcgs.task import TaskSpec
+from mcgs.task import TaskSpec, read_table
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -87,6 +87,8 @@ class TaskJson(BaseModel):
         submission_format: ``label`` (class labels as in the training file), ``probability``
             (positive-class probability / per-class probabilities) or ``value``.
         class_labels, positive_class: For classification.
+        echo_columns: Submission columns copied from the test table (by row order).
+        extra_files: Extra input files or folders, as paths relative to the workspace.
         validation: Fold scheme and rule.
         outputs: Required output paths.
     """
@@ -107,6 +109,8 @@ class TaskJson(BaseModel):
     submission_format: str
     class_labels: list[Any] | None = None
     positive_class: Any = None
+    echo_columns: list[str] = []
+    extra_files: list[str] = []
     validation: ValidationInfo
     outputs: OutputsInfo = OutputsInfo()
 
@@ -117,6 +121,10 @@ _RULES = {
     "group_kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
     "time_split": "for each fold k >= 0: fit only on rows with fold == -1 or 0 <= fold < k (the past), predict rows with fold == k",
 }
+
+
+def _format(name: str) -> str:
+    return "json" if name.lower().endswith((".json", ".jsonl")) else "csv"
 
 
 def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
@@ -133,10 +141,12 @@ def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
         metric=spec.metric,
         higher_is_better=spec.higher_is_better,
         files={
-            "train": FileInfo(path=f"input/{spec.train_file}"),
-            "test": FileInfo(path=f"input/{spec.test_file}"),
+            "train": FileInfo(path=f"input/{spec.train_file}", format=_format(spec.train_file)),
+            "test": FileInfo(path=f"input/{spec.test_file}", format=_format(spec.test_file)),
             "sample_submission": FileInfo(path=f"input/{spec.sample_submission_file}"),
         },
+        echo_columns=spec.echo_columns,
+        extra_files=[f"input/{name}" for name in spec.extra_files],
         id_column=spec.id_column,
         target_columns=spec.target_columns,
         prediction_columns=spec.prediction_columns,
@@ -216,10 +226,16 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
     desc = spec.data_dir / "description.md"
     if desc.is_file():
         shutil.copyfile(desc, tmp / "description.md")
-    train = pd.read_csv(spec.train_path)
+    for name in spec.extra_files:
+        src = spec.data_dir / name
+        if src.is_dir():
+            shutil.copytree(src, tmp / name, copy_function=shutil.copyfile)
+        else:
+            shutil.copyfile(src, tmp / name)
+    train = read_table(spec.train_path)
     make_folds(spec, train).to_csv(tmp / "folds.csv", index=False)
     (tmp / "task.json").write_text(build_task_json(spec).model_dump_json(indent=2))
-    for p in tmp.iterdir():
+    for p in [*tmp.rglob("*")]:
         _make_read_only(p)
     os.replace(tmp, inp)
     return inp

@@ -15,7 +15,7 @@ import pandas as pd
 
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
 from mcgs.metrics import get_metric
-from mcgs.task import TaskSpec
+from mcgs.task import TaskSpec, read_table
 
 __all__ = [
     "OutputError",
@@ -58,7 +58,7 @@ class TaskLabels:
 
     @classmethod
     def load(cls, spec: TaskSpec, folds_csv: Path) -> "TaskLabels":
-        train = pd.read_csv(spec.train_path)
+        train = read_table(spec.train_path)
         y = train[spec.target_columns].to_numpy() if len(spec.target_columns) > 1 else train[spec.target_columns[0]].to_numpy()
         folds = pd.read_csv(folds_csv)["fold"].to_numpy()
         sample = pd.read_csv(spec.sample_submission_path, dtype=str, keep_default_na=False)
@@ -119,7 +119,8 @@ def validate_submission(spec: TaskSpec, sample: pd.DataFrame, path: Path) -> Non
         raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(detail))
     if len(sub) != len(sample):
         raise OutputError(f"{SUBMISSION_PATH}: {len(sub)} rows, expected {len(sample)} (as in sample_submission.csv)")
-    empty = sub.columns[(sub == "").any() | sub.isin(["nan", "NaN", "None", "NA", "null"]).any()]
+    checked = sub[[c for c in sub.columns if c not in spec.echo_columns]]
+    empty = checked.columns[(checked == "").any() | checked.isin(["nan", "NaN", "None", "NA", "null"]).any()]
     if len(empty):
         col = empty[0]
         bad = sub.loc[(sub[col] == "") | sub[col].isin(["nan", "NaN", "None", "NA", "null"])]
@@ -141,7 +142,7 @@ def validate_submission(spec: TaskSpec, sample: pd.DataFrame, path: Path) -> Non
             if extra:
                 parts.append(f"unexpected ids {_few(extra)}")
             raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(parts))
-    pred_cols = [c for c in exp_cols if c != spec.id_column]
+    pred_cols = [c for c in exp_cols if c != spec.id_column and c not in spec.echo_columns]
     for col in pred_cols:
         vals = sub[col]
         if spec.submission_format == "label":

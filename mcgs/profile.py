@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcgs.task import TaskSpec
+from mcgs.task import TaskSpec, read_table
 
 __all__ = ["profile_task"]
 
@@ -28,8 +28,8 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
     """
     import pandas as pd
 
-    train = pd.read_csv(spec.train_path)
-    test = pd.read_csv(spec.test_path)
+    train = read_table(spec.train_path)
+    test = read_table(spec.test_path)
     feats = [c for c in train.columns if c not in spec.target_columns and c != spec.id_column]
     train_only = [c for c in feats if c not in test.columns]
     feats = [c for c in feats if c in test.columns]

@@ -20,6 +20,7 @@ setting at fault and says what to add or change.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcgs.metrics import UnknownMetricError, get_metric
 
 __all__ = [
+    "read_table",
     "TaskError",
     "ValidationScheme",
     "TaskSpec",
@@ -82,6 +84,7 @@ class _TaskYaml(BaseModel):
     train_file: str = "train.csv"
     test_file: str = "test.csv"
     sample_submission_file: str = "sample_submission.csv"
+    extra_files: list[str] = []
     validation: ValidationScheme = ValidationScheme()
 
     @field_validator("target")
@@ -108,6 +111,10 @@ class TaskSpec(BaseModel):
         class_labels: Sorted class labels (JSON values) for classification, else None.
         positive_class: The positive label for binary tasks.
         submission_format: ``label`` (class labels), ``probability`` or ``value``.
+        echo_columns: Columns of the sample submission that are neither the id nor
+            predictions; a submission copies them from the test table (row order).
+        extra_files: Other files or folders of the task (e.g. per-row geometry files), copied
+            read-only into every workspace's ``input/``.
         validation: The fold scheme.
         n_train, n_test: Row counts.
     """
@@ -129,6 +136,8 @@ class TaskSpec(BaseModel):
     class_labels: list[Any] | None = None
     positive_class: Any = None
     submission_format: Literal["label", "probability", "value"]
+    echo_columns: list[str] = []
+    extra_files: list[str] = []
     validation: ValidationScheme
     n_train: int
     n_test: int
@@ -164,15 +173,39 @@ class TaskSpec(BaseModel):
 # loading
 
 
-def _read_table(path: Path, what: str):
+def read_table(path: str | Path):
+    """Read a task table by its suffix: ``.csv``, or ``.json`` (a list of records or JSON lines).
+
+    List and dict cells (JSON records) become strings (lists space-joined) so every column is
+    hashable and usable by the feature blocks.
+
+    Raises:
+        ValueError: the suffix is not supported.
+    """
     import pandas as pd
 
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return pd.read_csv(path)
+    if suffix in (".json", ".jsonl"):
+        text = path.read_text()
+        lines = suffix == ".jsonl" or not text.lstrip().startswith("[")
+        df = pd.read_json(io.StringIO(text), lines=lines, orient="records" if not lines else None, dtype=False)
+        for c in df.columns:
+            if df[c].dtype == object and df[c].map(lambda v: isinstance(v, (list, dict))).any():
+                df[c] = df[c].map(lambda v: " ".join(map(str, v)) if isinstance(v, list) else (json.dumps(v) if isinstance(v, dict) else v))
+        return df
+    raise ValueError(f"cannot read {path}: only .csv and .json tables are supported")
+
+
+def _read_table(path: Path, what: str):
     if not path.is_file():
         raise TaskError(f"{what} file {path} does not exist; add it or set its name in task.yaml")
     try:
-        return pd.read_csv(path)
+        return read_table(path)
     except Exception as exc:  # pandas raises many kinds
-        raise TaskError(f"cannot read {what} file {path} as CSV: {exc}") from exc
+        raise TaskError(f"cannot read {what} file {path}: {exc}") from exc
 
 
 def _infer_columns(train, test, sample, target, id_column, no_id_column, where: str):
@@ -223,7 +256,7 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
             raise TaskError(
                 f"{where}: target column {t!r} is also in the test file; the test file must not hold labels"
             )
-        one_hot = len(target) == 1 and set(rest) == {str(v) for v in train[t].dropna().unique()}
+        one_hot = len(target) == 1 and set(rest) - set(test.columns) == {str(v) for v in train[t].dropna().unique()}
         if t not in sample.columns and not one_hot:
             raise TaskError(
                 f"{where}: target column {t!r} is not a column of sample_submission.csv "
@@ -232,7 +265,16 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
         if train[t].isna().any():
             n = int(train[t].isna().sum())
             raise TaskError(f"{where}: target column {t!r} has {n} missing values in the training file; drop those rows")
-    return list(target), id_column
+    one_hot = len(target) == 1 and target[0] not in sample.columns
+    predicted = (set(rest) - set(test.columns)) if one_hot else set(target)
+    echo = [c for c in rest if c not in predicted]
+    for c in echo:
+        if c not in test.columns:
+            raise TaskError(
+                f"{where}: column {c!r} of sample_submission.csv is neither the id, a target, nor a column of "
+                f"the test file; fix `target:` / `id_column:` in task.yaml"
+            )
+    return list(target), id_column, echo
 
 
 def _json_value(v: Any) -> Any:
@@ -266,10 +308,10 @@ def _infer_kind(train, target_columns, metric_kind, where: str) -> tuple[str, li
 
 def _default_positive(labels: list) -> Any:
     """The positive class of a binary task: True, 1, or else the larger sorted label."""
-    if set(labels) == {False, True}:
+    if all(isinstance(v, bool) for v in labels):
         return True
-    if set(labels) == {0, 1}:
-        return 1
+    if set(labels) == {0, 1}:  # ints (or floats) 0 and 1
+        return labels[-1]
     lowered = {str(v).lower(): v for v in labels}
     for word in ("yes", "true", "positive"):
         if word in lowered:
@@ -297,7 +339,7 @@ def _build_spec(
             f"{where}: sample_submission.csv has {len(sample)} rows but the test file has {len(test)}; "
             f"they must describe the same rows"
         )
-    target, id_column = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
+    target, id_column, echo = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
     kind, labels = _infer_kind(train, target, metric.kind, where)
     positive = None
     if kind == "binary":
@@ -346,10 +388,24 @@ def _build_spec(
         class_labels=labels,
         positive_class=_json_value(positive) if positive is not None else None,
         submission_format=sub_format,
+        echo_columns=echo,
+        extra_files=_extra_files(data_dir, cfg, where),
         validation=val,
         n_train=len(train),
         n_test=len(test),
     )
+
+
+def _extra_files(data_dir: Path, cfg: _TaskYaml, where: str) -> list[str]:
+    """The task's extra input files or folders: as declared in task.yaml (``extra_files``), or
+    every other entry of an MLE-bench public folder (which holds only public files)."""
+    if cfg.extra_files == ["*"]:
+        known = {cfg.train_file, cfg.test_file, cfg.sample_submission_file, "description.md"}
+        return sorted(p.name for p in data_dir.iterdir() if p.name not in known and not p.name.startswith("."))
+    for name in cfg.extra_files:
+        if not (data_dir / name).exists() or "/" in name.strip("/") or name.startswith("."):
+            raise TaskError(f"{where}: extra_files entry {name!r} is not a file or folder directly inside {data_dir}")
+    return [n.strip("/") for n in cfg.extra_files]
 
 
 def _load_yaml(path: Path) -> dict:
@@ -407,9 +463,10 @@ def load_task(path: str | Path) -> TaskSpec:
         if not metric:
             raise TaskError(f"{root / 'config.yaml'}: no `metric` and no `grader.name`; add `metric: <name>`")
         data = {"metric": metric}
-        for key in ("target", "id_column", "positive_class", "validation"):
+        for key in ("target", "id_column", "no_id_column", "positive_class", "validation", "train_file", "test_file", "sample_submission_file"):
             if conf.get(key) is not None:
                 data[key] = conf[key]
+        data["extra_files"] = ["*"]  # a prepared public folder holds only public files
         cfg = _parse_task_yaml(data, root / "config.yaml")
         public = root / "prepared" / "public"
         desc = (public / "description.md").read_text(errors="replace") if (public / "description.md").is_file() else ""

@@ -49,6 +49,12 @@ def test_mlebench_grader_names_are_aliases(tmp_path, name, canonical, higher):
     assert spec.higher_is_better is higher
 
 
+@pytest.mark.parametrize("labels, positive", [((0, 1), 1), ((False, True), True), (("no", "yes"), "yes"), (("cat", "dog"), "dog")])
+def test_positive_class_defaults(tmp_path, labels, positive):
+    spec = load_task(write_task(tmp_path / "t", task={"metric": "roc_auc"}, labels=labels))
+    assert spec.positive_class == positive and type(spec.positive_class) is type(positive)
+
+
 def test_probability_metric_asks_for_probabilities(tmp_path):
     spec = load_task(write_task(tmp_path / "t", task={"metric": "roc_auc"}))
     assert spec.submission_format == "probability"

@@ -44,6 +44,9 @@ __all__ = [
     "medals_for_score",
     "align_submission",
     "grade_accuracy",
+    "grade_auc_roc",
+    "grade_mean_column_rmsle",
+    "grade_one_hot_log_loss",
     "grade_submission",
 ]
 
@@ -253,6 +256,7 @@ def align_submission(
     *,
     id_column: str,
     target_columns: Sequence[str],
+    optional_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Check a submission against the answers and align its rows to them by id.
 
@@ -267,6 +271,7 @@ def align_submission(
         answers: The answers file (MLE-bench's private ``test.csv``).
         id_column: Column matching submission rows to answer rows.
         target_columns: Prediction column(s) the submission must have.
+        optional_columns: Column(s) the submission may also have (ignored when grading).
 
     Returns:
         ``(y_true, y_pred)``: the answers' and the submission's target columns, row ``i`` of
@@ -288,14 +293,18 @@ def align_submission(
     missing_cols = [c for c in required if c not in submission.columns]
     if missing_cols:
         raise InvalidSubmissionError(
-            f"submission is missing column(s) {missing_cols}; expected exactly {required}, "
-            f"got {list(submission.columns)}"
+            f"submission is missing column(s) {_preview(missing_cols)}; expected exactly "
+            f"{_preview(required) if len(required) > _PREVIEW + 1 else required}, "
+            f"got {_preview(submission.columns)}"
         )
 
     problems: list[str] = []
-    extra_cols = [c for c in submission.columns if c not in required]
+    extra_cols = [c for c in submission.columns if c not in required and c not in optional_columns]
     if extra_cols:
-        problems.append(f"unexpected column(s) {extra_cols}; expected exactly {required}")
+        also = f" (optionally also {list(optional_columns)})" if optional_columns else ""
+        problems.append(
+            f"unexpected column(s) {_preview(extra_cols)}; expected exactly {required}{also}"
+        )
     if len(submission) != len(answers):
         problems.append(f"submission has {len(submission)} rows, the answers have {len(answers)}")
 
@@ -354,6 +363,246 @@ def grade_accuracy(
         submission, answers, id_column=spec.id_column, target_columns=[target]
     )
     return get_metric("accuracy").score(y_true[target].to_numpy(), y_pred[target].to_numpy())
+
+
+def _check_numeric(
+    submission: pd.DataFrame, columns: Sequence[str], key: str, problems: list[str]
+) -> pd.DataFrame:
+    """Prediction columns as floats; a non-numeric value is reported with its row's key."""
+    numeric = {}
+    for col in columns:
+        values = pd.to_numeric(submission[col], errors="coerce")
+        bad = values.isna() & submission[col].notna()
+        if bad.any():
+            problems.append(
+                f"non-numeric value(s) in {col!r} for {key}(s) "
+                f"{_preview(submission.loc[bad, key].tolist())}"
+            )
+        numeric[col] = values
+    return pd.DataFrame(numeric, index=submission.index)
+
+
+def _check_probabilities(
+    values: pd.DataFrame, keys: pd.Series, key: str, problems: list[str]
+) -> None:
+    """MLE-bench's probability checks: every value in [0, 1] (``prepare_for_auroc_metric``)."""
+    for col in values.columns:
+        outside = (values[col] < 0) | (values[col] > 1)
+        if outside.any():
+            problems.append(
+                f"{col!r} must hold probabilities in [0, 1]; {int(outside.sum())} value(s) "
+                f"outside for {key}(s) {_preview(keys[outside].tolist())}"
+            )
+
+
+def _align_on_repeated_key(
+    submission: pd.DataFrame,
+    answers: pd.DataFrame,
+    *,
+    key: str,
+    target_columns: Sequence[str],
+    optional_columns: Sequence[str] = (),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Like :func:`align_submission`, for a key that repeats in the answers.
+
+    detecting-insults matches rows by ``Comment`` and 20 comments occur twice in the answers
+    (each time with the same label). As MLE-bench does (``prepare_for_auroc_metric``), both
+    frames are sorted by the key and must then hold the same keys row for row; the sort is
+    stable, so repeated keys keep their order.
+    """
+    from collections import Counter
+
+    required = [key, *target_columns]
+    if submission.empty:
+        raise InvalidSubmissionError(
+            f"submission is empty; expected {len(answers)} rows with columns {required}"
+        )
+    missing_cols = [c for c in required if c not in submission.columns]
+    if missing_cols:
+        raise InvalidSubmissionError(
+            f"submission is missing column(s) {missing_cols}; expected {required} "
+            f"(optionally also {list(optional_columns)}), got {list(submission.columns)}"
+        )
+    problems: list[str] = []
+    extra_cols = [c for c in submission.columns if c not in required and c not in optional_columns]
+    if extra_cols:
+        problems.append(
+            f"unexpected column(s) {extra_cols}; expected {required} "
+            f"(optionally also {list(optional_columns)})"
+        )
+    if len(submission) != len(answers):
+        problems.append(f"submission has {len(submission)} rows, the answers have {len(answers)}")
+    got, want = Counter(submission[key].tolist()), Counter(answers[key].tolist())
+    missing = list((want - got).elements())
+    unknown = list((got - want).elements())
+    if missing:
+        problems.append(f"missing {len(missing)} {key}(s) {_preview(missing)}")
+    if unknown:
+        problems.append(f"{len(unknown)} {key}(s) not in the test set {_preview(unknown)}")
+    for col in target_columns:
+        nan_rows = submission[col].isna()
+        if nan_rows.any():
+            problems.append(
+                f"missing prediction (NaN) in {col!r} for {int(nan_rows.sum())} {key}(s) "
+                f"{_preview(submission.loc[nan_rows, key].tolist())}"
+            )
+    if problems:
+        raise InvalidSubmissionError("; ".join(problems))
+    sub = submission.sort_values(key, kind="stable").reset_index(drop=True)
+    ans = answers.sort_values(key, kind="stable").reset_index(drop=True)
+    return ans[list(target_columns)], sub[list(target_columns)]
+
+
+def grade_auc_roc(submission: pd.DataFrame, answers: pd.DataFrame, spec: CompetitionSpec) -> float:
+    """ROC AUC of a binary-probability submission.
+
+    Source: MLE-bench ``mlebench/competitions/{random-acts-of-pizza,
+    detecting-insults-in-social-commentary}/grade.py``: ``prepare_for_auroc_metric`` (key and
+    target columns present, same length, numeric predictions in [0, 1], same keys once sorted
+    by key), then ``sklearn.metrics.roc_auc_score``. The key is ``spec.key_column``
+    (``request_id`` for pizza, ``Comment`` for insults). Columns of the answers file other
+    than key and target (insults' ``Date``, which its sample submission carries) may be
+    present; mcgs rejects any other extra column, which MLE-bench ignores.
+
+    Args:
+        submission: The submission as read from CSV.
+        answers: The answers file.
+        spec: The competition (key and target column).
+
+    Returns:
+        ROC AUC in [0, 1], unrounded.
+
+    Raises:
+        InvalidSubmissionError: naming the missing/unexpected columns, the missing, duplicate
+            or unknown keys, or the keys whose prediction is not a probability.
+    """
+    (target,) = spec.targets
+    key = spec.key_column
+    optional = [c for c in answers.columns if c not in (key, target)]
+    if answers[key].duplicated().any():
+        y_true, y_pred = _align_on_repeated_key(
+            submission, answers, key=key, target_columns=[target], optional_columns=optional
+        )
+        keys = answers[key].sort_values(kind="stable").reset_index(drop=True)
+    else:
+        y_true, y_pred = align_submission(
+            submission, answers, id_column=key, target_columns=[target], optional_columns=optional
+        )
+        keys = answers[key].reset_index(drop=True)
+    problems: list[str] = []
+    frame = y_pred.assign(**{key: keys})
+    values = _check_numeric(frame, [target], key, problems)
+    if not problems:
+        _check_probabilities(values, keys, key, problems)
+    if problems:
+        raise InvalidSubmissionError("; ".join(problems))
+    return get_metric("roc_auc").score(y_true[target].to_numpy(), values[target].to_numpy())
+
+
+def grade_mean_column_rmsle(
+    submission: pd.DataFrame, answers: pd.DataFrame, spec: CompetitionSpec
+) -> float:
+    """Mean over the target columns of the root mean squared log error.
+
+    Source: MLE-bench ``mlebench/competitions/nomad2018-predict-transparent-conductors/
+    grade.py``: ``(rmsle(formation) + rmsle(bandgap)) / 2`` with
+    ``sklearn.metrics.root_mean_squared_log_error`` on the raw predictions (no clipping; a
+    value scikit-learn refuses, <= -1, makes the submission invalid).
+
+    mcgs is stricter than MLE-bench in one way: MLE-bench pairs submission and answer rows by
+    position and needs no id column; mcgs requires the ``id`` column and pairs rows by id
+    (:func:`align_submission`). A submission whose rows are in the answers' order (the order
+    of the public test and the sample submission) gets exactly MLE-bench's score.
+
+    Args:
+        submission: The submission as read from CSV.
+        answers: The answers file.
+        spec: The competition (id and target columns).
+
+    Returns:
+        Mean column-wise RMSLE (>= 0), unrounded.
+
+    Raises:
+        InvalidSubmissionError: see :func:`align_submission`; also non-numeric predictions or
+            predictions <= -1, naming column and ids.
+    """
+    from sklearn.metrics import root_mean_squared_log_error
+
+    targets = list(spec.targets)
+    y_true, y_pred = align_submission(
+        submission, answers, id_column=spec.key_column, target_columns=targets
+    )
+    ids = answers[spec.key_column].reset_index(drop=True)
+    problems: list[str] = []
+    frame = y_pred.assign(**{spec.key_column: ids})
+    values = _check_numeric(frame, targets, spec.key_column, problems)
+    for col in targets:
+        too_low = values[col] <= -1
+        if too_low.any():
+            problems.append(
+                f"{col!r} has {int(too_low.sum())} prediction(s) <= -1, where RMSLE is "
+                f"undefined, for {spec.key_column}(s) {_preview(ids[too_low].tolist())}"
+            )
+    if problems:
+        raise InvalidSubmissionError("; ".join(problems))
+    per_column = [
+        root_mean_squared_log_error(y_true[col].to_numpy(float), values[col].to_numpy(float))
+        for col in targets
+    ]
+    return float(sum(per_column) / len(per_column))
+
+
+def grade_one_hot_log_loss(
+    submission: pd.DataFrame, answers: pd.DataFrame, spec: CompetitionSpec
+) -> float:
+    """Multi-class log loss of a submission with one probability column per class.
+
+    Source: MLE-bench ``mlebench/competitions/{leaf-classification,
+    spooky-author-identification}/grade.py`` and ``mlebench/competitions/utils.py``
+    ``one_hot_dfs_to_log_loss_inputs``: exactly the columns ``id`` + the classes, as many rows
+    as the answers, every row summing to 1 within ``atol=1e-6``, every value in [0, 1], the
+    same ids once sorted; then ``sklearn.metrics.log_loss(y_true_one_hot, y_pred)`` with no
+    softmax, which clips probabilities to ``[eps, 1 - eps]`` (``eps`` of float64) and
+    renormalises each row before taking logs.
+
+    Args:
+        submission: The submission as read from CSV.
+        answers: The one-hot answers file (``id`` + one 0/1 column per class).
+        spec: The competition (id column and ``classes``).
+
+    Returns:
+        Log loss (>= 0), unrounded.
+
+    Raises:
+        InvalidSubmissionError: naming missing or unexpected columns, missing, duplicate or
+            unknown ids, and ids whose row is not a probability distribution.
+    """
+    from sklearn.metrics import log_loss
+
+    classes = list(spec.classes)
+    key = spec.key_column
+    y_true, y_pred = align_submission(submission, answers, id_column=key, target_columns=classes)
+    ids = answers[key].reset_index(drop=True)
+    problems: list[str] = []
+    values = _check_numeric(y_pred.assign(**{key: ids}), classes, key, problems)
+    if problems:
+        raise InvalidSubmissionError("; ".join(problems))
+    off = ~np.isclose(values.sum(axis=1), 1, atol=1e-6)
+    if off.any():
+        problems.append(
+            f"each row's {len(classes)} class probabilities must sum to 1 (within 1e-6); "
+            f"{int(off.sum())} row(s) do not, {key}(s) {_preview(ids[off].tolist())}"
+        )
+    outside = ((values < 0) | (values > 1)).any(axis=1)
+    if outside.any():
+        bad_cols = [c for c in classes if ((values[c] < 0) | (values[c] > 1)).any()]
+        problems.append(
+            f"probabilities must be in [0, 1]; {int(outside.sum())} row(s) are not, "
+            f"{key}(s) {_preview(ids[outside].tolist())}, column(s) {_preview(bad_cols)}"
+        )
+    if problems:
+        raise InvalidSubmissionError("; ".join(problems))
+    return float(log_loss(y_true[classes].to_numpy(float), values[classes].to_numpy(float)))
 
 
 # --- driver ----------------------------------------------------------------------------------

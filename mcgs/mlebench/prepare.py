@@ -19,20 +19,34 @@ Layout written under ``out_dir/<id>/`` (MLE-bench's, ``mlebench/data.py`` and
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
-from .registry import CompetitionSpec, MLEBenchError, get_competition
+from .registry import (
+    LEAF_CLASSES,
+    SPOOKY_CLASSES,
+    CompetitionSpec,
+    MLEBenchError,
+    get_competition,
+)
 
 __all__ = [
     "ChecksumMismatchError",
     "prepare_competition",
     "prepare_spaceship_titanic",
+    "prepare_nomad2018_predict_transparent_conductors",
+    "prepare_leaf_classification",
+    "prepare_spooky_author_identification",
+    "prepare_random_acts_of_pizza",
+    "prepare_detecting_insults_in_social_commentary",
     "read_csv",
     "file_md5",
     "verify_checksums",
@@ -106,6 +120,239 @@ def prepare_spaceship_titanic(raw: Path, public: Path, private: Path) -> None:
 
     new_train.to_csv(public / "train.csv", index=False)
     new_test.drop(columns="Transported").to_csv(public / "test.csv", index=False)
+
+
+def _one_hot(df: pd.DataFrame, id_column: str, target: str, classes: Sequence[str]) -> pd.DataFrame:
+    """One 0/1 column per class, in ``classes`` order, after the id column.
+
+    Same frame (index, column order, int 0/1 values) as MLE-bench
+    ``mlebench/competitions/utils.py`` ``df_to_one_hot``, built without a row loop.
+
+    Raises:
+        MLEBenchError: a label is not one of ``classes``.
+    """
+    classes = list(classes)
+    unknown = sorted(set(df[target]) - set(classes))
+    if unknown:
+        raise MLEBenchError(f"labels {unknown} of {target!r} are not among the known classes")
+    onehot = pd.DataFrame(0, index=df.index, columns=[id_column, *classes])
+    onehot[id_column] = df[id_column]
+    positions = pd.Index(classes).get_indexer(df[target])
+    values = np.zeros((len(df), len(classes)), dtype=onehot[classes[0]].dtype)
+    values[np.arange(len(df)), positions] = 1
+    onehot[classes] = values
+    return onehot
+
+
+def prepare_nomad2018_predict_transparent_conductors(
+    raw: Path, public: Path, private: Path
+) -> None:
+    """Prepare nomad2018-predict-transparent-conductors exactly as MLE-bench does.
+
+    Source: MLE-bench ``mlebench/competitions/nomad2018-predict-transparent-conductors/
+    prepare.py``: ``train_test_split(train.csv, test_size=0.1, random_state=0)``; ids of each
+    part renumbered 1..n in row order; the geometry file of every (old) train id copied to
+    ``public/train/<new id>/geometry.xyz`` or ``public/test/<new id>/geometry.xyz``; the
+    sample submission predicts 0.1779 and 1.8892 for every test id. Kaggle's own test set is
+    not used.
+
+    The raw folder holds the geometry files as ``geometry.tar.xz`` (members
+    ``train/<id>/geometry.xyz``) instead of Kaggle's ``train.zip``; the bytes copied are the
+    same.
+
+    Args:
+        raw: Folder holding Kaggle's ``train.csv`` and ``geometry.tar.xz``.
+        public: Output folder for the agent-visible files.
+        private: Output folder for the answers.
+    """
+    import tarfile
+
+    from sklearn.model_selection import train_test_split
+
+    targets = ["formation_energy_ev_natom", "bandgap_energy_ev"]
+    old_train = read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train = new_train.copy()
+    new_test = new_test.copy()
+    train_ids = {old: new for new, old in enumerate(new_train["id"], start=1)}
+    test_ids = {old: new for new, old in enumerate(new_test["id"], start=1)}
+    new_train["id"] = new_train["id"].map(train_ids)
+    new_test["id"] = new_test["id"].map(test_ids)
+
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    new_test.drop(columns=targets).to_csv(public / "test.csv", index=False)
+
+    copied = {"train": 0, "test": 0}
+    with tarfile.open(raw / "geometry.tar.xz") as archive:
+        for member in archive:
+            parts = Path(member.name).parts
+            if not member.isfile() or len(parts) != 3 or parts[0] != "train":
+                continue  # Kaggle's own test geometries are not used
+            if parts[2] != "geometry.xyz":
+                continue
+            old_id = int(parts[1])
+            for split, mapping in (("train", train_ids), ("test", test_ids)):
+                if old_id in mapping:
+                    dest = public / split / str(mapping[old_id])
+                    dest.mkdir(parents=True, exist_ok=True)
+                    (dest / "geometry.xyz").write_bytes(archive.extractfile(member).read())
+                    copied[split] += 1
+    for split, frame in (("train", new_train), ("test", new_test)):
+        if copied[split] != len(frame):
+            raise MLEBenchError(
+                f"{raw / 'geometry.tar.xz'}: found {copied[split]} geometry files for the "
+                f"{len(frame)} new {split} rows; expected one train/<id>/geometry.xyz per id"
+            )
+
+    sample = pd.DataFrame({"id": new_test["id"], targets[0]: 0.1779, targets[1]: 1.8892})
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def prepare_leaf_classification(raw: Path, public: Path, private: Path) -> None:
+    """Prepare leaf-classification exactly as MLE-bench does (the CSV files).
+
+    Source: MLE-bench ``mlebench/competitions/leaf-classification/prepare.py``:
+    ``train_test_split(train.csv, test_size=0.1, random_state=0)``; the answers are the new
+    test ids one-hot encoded over the 99 species of ``classes.py`` (:data:`LEAF_CLASSES`);
+    the sample submission gives every class 1/99.
+
+    MLE-bench also copies the leaf images to ``public/images/``; the raw folder has no
+    images, so none are copied (``prepared/public/images/`` is absent).
+
+    Args:
+        raw: Folder holding Kaggle's ``train.csv``.
+        public: Output folder for the agent-visible files.
+        private: Output folder for the answers.
+    """
+    from sklearn.model_selection import train_test_split
+
+    old_train = read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_test_without_labels = new_test.drop(columns=["species"])
+    answers = _one_hot(new_test[["id", "species"]], "id", "species", LEAF_CLASSES)
+    sample = answers.copy()
+    sample[list(LEAF_CLASSES)] = 1 / len(LEAF_CLASSES)
+
+    new_train.to_csv(public / "train.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+    new_test_without_labels.to_csv(public / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def prepare_spooky_author_identification(raw: Path, public: Path, private: Path) -> None:
+    """Prepare spooky-author-identification exactly as MLE-bench does.
+
+    Source: MLE-bench ``mlebench/competitions/spooky-author-identification/prepare.py``:
+    ``train_test_split(train.csv, test_size=0.1, random_state=0)``; the answers are the new
+    test ids one-hot encoded over ``EAP, HPL, MWS``; the sample submission holds Kaggle's
+    constant probabilities 0.403493538995863, 0.287808366106543, 0.308698094897594.
+
+    Args:
+        raw: Folder holding Kaggle's ``train.csv``.
+        public: Output folder for the agent-visible files.
+        private: Output folder for the answers.
+    """
+    from sklearn.model_selection import train_test_split
+
+    old_train = read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    answers = _one_hot(new_test.drop(columns=["text"]), "id", "author", SPOOKY_CLASSES)
+    sample = answers.copy()
+    sample["EAP"] = 0.403493538995863
+    sample["HPL"] = 0.287808366106543
+    sample["MWS"] = 0.308698094897594
+
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.drop(columns=["author"]).to_csv(public / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+
+
+def _read_zipped_json(path: Path) -> Any:
+    """The JSON document inside a one-file zip archive (Kaggle's ``*.json.zip``)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        names = [n for n in archive.namelist() if n.endswith(".json")]
+        if len(names) != 1:
+            raise MLEBenchError(f"{path} should hold exactly one .json file, found {names}")
+        return json.loads(archive.read(names[0]).decode("utf-8"))
+
+
+def prepare_random_acts_of_pizza(raw: Path, public: Path, private: Path) -> None:
+    """Prepare random-acts-of-pizza exactly as MLE-bench does.
+
+    Source: MLE-bench ``mlebench/competitions/random-acts-of-pizza/prepare.py``: the train
+    records are split with ``train_test_split(records, test_size=n_test / (n_train + n_test),
+    random_state=0)`` (Kaggle's test set only gives the ratio); the new test records keep only
+    the fields of Kaggle's test records (the label and the 14 retrieval-time fields are
+    dropped); both are written with ``json.dump(..., indent=4)`` and also zipped
+    (``train.zip``, ``test.zip``); the answers are ``request_id`` and the label as 0/1; the
+    sample submission (``sampleSubmission.csv``) predicts 0.
+
+    Args:
+        raw: Folder holding Kaggle's ``train.json.zip`` and ``test.json.zip``.
+        public: Output folder for the agent-visible files.
+        private: Output folder for the answers.
+    """
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_zipped_json(raw / "train.json.zip")
+    old_test = _read_zipped_json(raw / "test.json.zip")
+    test_ratio = len(old_test) / (len(old_train) + len(old_test))
+    test_fields = list(old_test[0].keys())
+    for where, records in (("train", old_train), ("test", old_test)):
+        fields = set(records[0])
+        if any(set(r) != fields for r in records):
+            raise MLEBenchError(f"{where}.json records do not all have the same fields")
+
+    new_train, new_test = train_test_split(old_train, test_size=test_ratio, random_state=0)
+    new_test_without_labels = [{key: rec[key] for key in test_fields} for rec in new_test]
+
+    with open(public / "train.json", "w") as fh:
+        json.dump(new_train, fh, indent=4)
+    with open(public / "test.json", "w") as fh:
+        json.dump(new_test_without_labels, fh, indent=4)
+    shutil.make_archive(str(public / "train"), "zip", public, "train.json")
+    shutil.make_archive(str(public / "test"), "zip", public, "test.json")
+
+    answers = pd.DataFrame(
+        {
+            "request_id": [rec["request_id"] for rec in new_test],
+            "requester_received_pizza": [int(rec["requester_received_pizza"]) for rec in new_test],
+        }
+    )
+    answers.to_csv(private / "test.csv", index=False)
+    sample = answers.copy()
+    sample["requester_received_pizza"] = 0
+    sample.to_csv(public / "sampleSubmission.csv", index=False)
+
+
+def prepare_detecting_insults_in_social_commentary(raw: Path, public: Path, private: Path) -> None:
+    """Prepare detecting-insults-in-social-commentary exactly as MLE-bench does.
+
+    Source: MLE-bench ``mlebench/competitions/detecting-insults-in-social-commentary/
+    prepare.py``: no split; Kaggle's ``train.csv`` is the public train set and Kaggle's
+    labelled ``test_with_solutions.csv`` the answers (copied byte for byte); the gold
+    submission is its ``Insult, Date, Comment`` columns, the public test its ``Date, Comment``
+    columns, and the sample submission (``sample_submission_null.csv``) predicts 0. There is
+    no id column: submissions are matched to answers by ``Comment``.
+
+    Args:
+        raw: Folder holding Kaggle's ``train.csv`` and ``test_with_solutions.csv``.
+        public: Output folder for the agent-visible files.
+        private: Output folder for the answers.
+    """
+    shutil.copyfile(raw / "train.csv", public / "train.csv")
+    shutil.copyfile(raw / "test_with_solutions.csv", private / "test.csv")
+
+    gold = read_csv(private / "test.csv")[["Insult", "Date", "Comment"]]
+    gold.to_csv(private / "gold_submission.csv", index=False)
+    gold.drop(columns=["Insult"]).to_csv(public / "test.csv", index=False)
+    sample = gold.copy()
+    sample["Insult"] = 0
+    sample.to_csv(public / "sample_submission_null.csv", index=False)
 
 
 # --- driver ----------------------------------------------------------------------------------
