@@ -80,6 +80,7 @@ class Applicability(BaseModel):
     metrics: list[str] | None = None
     min_rows: int | None = None
     max_rows: int | None = None
+    max_classes: int | None = None
     min_numeric_columns: int | None = None
     has_string_columns: bool | None = None
     has_missing: bool | None = None
@@ -93,6 +94,8 @@ class Applicability(BaseModel):
         if self.min_rows is not None and profile["n_train"] < self.min_rows:
             return False
         if self.max_rows is not None and profile["n_train"] > self.max_rows:
+            return False
+        if self.max_classes is not None and profile.get("n_classes", 0) > self.max_classes:
             return False
         if self.min_numeric_columns is not None and profile["n_numeric"] < self.min_numeric_columns:
             return False

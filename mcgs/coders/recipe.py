@@ -15,7 +15,7 @@ feature blocks' templates. Operators act on the config (DESIGN §5):
   seed averaging).
 * **Debug** maps failure classes to fixes: a timeout or memory error makes the program
   cheaper, a missing package switches the model family, anything else falls back to the
-  nearest valid ancestor's config or to the safest recipe.
+  nearest valid ancestor's config or to the cheapest applicable recipe.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ __all__ = ["RecipeCoder", "render_program"]
 
 # Feature blocks in the order they run; each is controlled by a config flag.
 FEATURE_ORDER = ("split_compound", "count_encoding", "row_aggregates", "missing_indicators")
-SAFE_MODEL = "model.lightgbm"
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
 
@@ -118,6 +117,15 @@ class RecipeCoder:
             entries = [e for e in entries if e.id in self.models]
         return entries or _model_entries(profile)
 
+    def _cheapest(self, profile: dict[str, Any], exclude: str | None = None, max_priority: int | None = None) -> str:
+        """The applicable model entry with the lowest relative cost (Debug's safe choice),
+        optionally among entries at least as preferred as ``max_priority``."""
+        entries = [e for e in self._models(profile) if e.id != exclude]
+        if max_priority is not None:
+            entries = [e for e in entries if e.recipe.priority <= max_priority] or entries
+        entries = entries or self._models(profile)
+        return min(entries, key=lambda e: (e.recipe.relative_cost, e.recipe.priority)).id
+
     # ------------------------------------------------------------------ public
 
     def write(self, request: CoderRequest) -> CoderAnswer:
@@ -148,7 +156,7 @@ class RecipeCoder:
             "params": dict(entry.recipe.params),
             "features": {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER},
             "n_seeds": 1,
-            "log_target": profile.get("metric") == "rmsle",
+            "log_target": profile.get("metric") in ("rmsle", "mean_column_rmsle"),
             "change": "draft",
         }
 
@@ -256,7 +264,7 @@ class RecipeCoder:
     def _debug(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
         parent = req.parent
         assert parent is not None
-        config = copy.deepcopy(parent.config) if parent.config else self.default_config(SAFE_MODEL, req.profile)
+        config = copy.deepcopy(parent.config) if parent.config else self.default_config(self._cheapest(req.profile), req.profile)
         error = (parent.error or "") + "\n" + (parent.stderr_tail or "")[-2000:]
         if parent.state in (NodeState.TIMEOUT, NodeState.OOM):
             for name in COST_PARAMS:
@@ -265,11 +273,12 @@ class RecipeCoder:
             config["n_seeds"] = 1
             entry = get_entry(config["model"])
             if entry.recipe.relative_cost > 2.0:
-                config = self.default_config(SAFE_MODEL, req.profile) | {"features": config["features"]}
+                cheaper = self._cheapest(req.profile, exclude=entry.id, max_priority=entry.recipe.priority)
+                config = self.default_config(cheaper, req.profile) | {"features": config["features"]}
             config["change"] = f"debug:{parent.state.value}"
             return config, f"Debug {parent.state.value} of node {parent.seq}: make the program cheaper (half the boosting rounds, one seed, a cheaper model family if needed)."
         if re.search(r"ModuleNotFoundError|ImportError", error):
-            fallback = next((m.id for m in self._models(req.profile) if m.id != config.get("model")), SAFE_MODEL)
+            fallback = self._cheapest(req.profile, exclude=config.get("model"))
             new = self.default_config(fallback, req.profile)
             new["change"] = "debug:import"
             return new, f"Debug node {parent.seq}: a package is missing ({_last_line(error)}); switch to {get_entry(fallback).title}."
@@ -278,10 +287,10 @@ class RecipeCoder:
             new = copy.deepcopy(good.config)
             new["change"] = "debug:revert"
             return new, f"Debug node {parent.seq} ({_last_line(error)}): revert to the last valid config in its lineage (node {good.seq})."
-        new = self.default_config(SAFE_MODEL, req.profile)
+        new = self.default_config(self._cheapest(req.profile), req.profile)
         new["features"] = {f: False for f in FEATURE_ORDER}
         new["change"] = "debug:safe"
-        return new, f"Debug node {parent.seq} ({_last_line(error)}): fall back to the safest recipe (LightGBM on the raw columns)."
+        return new, f"Debug node {parent.seq} ({_last_line(error)}): fall back to the cheapest recipe ({get_entry(new['model']).title}) on the raw columns."
 
 
 def _last_line(text: str) -> str:
