@@ -102,7 +102,7 @@ def main() -> int:
         wall = time.monotonic() - t0
         if r.returncode:
             print(r.stdout[-3000:], r.stderr[-3000:])
-        alive = live_candidates()
+        alive = live_candidates(under=run_dir)
         g = mcgs("mlebench", "grade", COMPETITION, str(run_dir / "best" / "submission.csv"), "--data", str(data), "--json")
         report = json.loads(g.stdout) if g.returncode == 0 else {"valid_submission": False, "error": g.stderr}
         total, valid = node_count(run_dir)

@@ -84,6 +84,7 @@ class Applicability(BaseModel):
     min_numeric_columns: int | None = None
     has_string_columns: bool | None = None
     has_missing: bool | None = None
+    has_text: bool | None = None
 
     def matches(self, profile: dict[str, Any]) -> bool:
         """True when every condition holds for ``profile`` (see :func:`mcgs.profile.profile_task`)."""
@@ -100,6 +101,8 @@ class Applicability(BaseModel):
         if self.min_numeric_columns is not None and profile["n_numeric"] < self.min_numeric_columns:
             return False
         if self.has_string_columns is not None and (profile["n_string"] > 0) != self.has_string_columns:
+            return False
+        if self.has_text is not None and (profile.get("n_text", 0) > 0) != self.has_text:
             return False
         if self.has_missing is not None and (profile["missing_share"] > 0) != self.has_missing:
             return False

@@ -68,6 +68,20 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, handler)
 
 
+def _stop_on_signals(search) -> None:
+    """Ctrl-C and SIGTERM stop the search. The handler also sets the search's stop flag, so a
+    KeyboardInterrupt that Python swallows (one landing inside an at-fork hook while a
+    candidate starts) still stops the run."""
+
+    def handler(signum, frame):
+        search.request_stop()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+
+
 def _setup_logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
@@ -99,6 +113,7 @@ def _drive(search) -> None:
         best_txt = f"{best.score:.5f}" if best else "-"
         return f"nodes {len(nodes)} | valid {sum(n.is_valid for n in nodes)} | best {metric} {best_txt}"
 
+    _stop_on_signals(search)
     stop = threading.Event()
     with progress:
         task_id = progress.add_task(describe(), total=budget, completed=search.clock.elapsed, clock="")

@@ -13,6 +13,8 @@ __all__ = ["profile_task"]
 
 # A string column with at most this many distinct values counts as categorical.
 MAX_CATEGORIES = 50
+# A string column whose values average at least this many words counts as free text.
+TEXT_MIN_WORDS = 3
 
 
 def profile_task(spec: TaskSpec) -> dict[str, Any]:
@@ -21,7 +23,7 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
     Returns:
         A JSON-able dict with ``task_kind``, ``metric``, ``n_train``, ``n_test``,
         ``n_features``, ``n_numeric``, ``n_categorical``, ``n_string`` (high-cardinality
-        strings: identifiers or text), ``missing_share`` (share of missing cells in the
+        strings: identifiers or text), ``n_text`` (free-text columns), ``missing_share`` (share of missing cells in the
         feature columns), ``n_classes`` and ``minority_share`` (classification), and
         ``columns``: {name: kind}. Columns absent from the test file are listed under
         ``train_only_columns`` and are not features.
@@ -43,6 +45,8 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
             kinds[c] = "numeric"
         elif s.nunique() <= MAX_CATEGORIES:
             kinds[c] = "categorical"
+        elif s.dropna().astype(str).str.split().str.len().mean() >= TEXT_MIN_WORDS:
+            kinds[c] = "text"
         else:
             kinds[c] = "string"
     out: dict[str, Any] = {
@@ -53,7 +57,8 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "n_features": len(feats),
         "n_numeric": sum(k in ("numeric", "boolean") for k in kinds.values()),
         "n_categorical": sum(k == "categorical" for k in kinds.values()),
-        "n_string": sum(k == "string" for k in kinds.values()),
+        "n_string": sum(k in ("string", "text") for k in kinds.values()),
+        "n_text": sum(k == "text" for k in kinds.values()),
         "missing_share": float(train[feats].isna().mean().mean()) if feats else 0.0,
         "columns": kinds,
         "train_only_columns": train_only,

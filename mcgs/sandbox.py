@@ -235,20 +235,28 @@ def scrubbed_env(
     return env
 
 
-def live_candidates() -> list[int]:
-    """Pids of live (non-zombie) processes started by any sandbox on this machine.
+def live_candidates(under: Path | None = None) -> list[int]:
+    """Pids of live (non-zombie) processes started by a sandbox on this machine.
 
     Every sandboxed program and its descendants carry :data:`MARKER_ENV` in their
     environment; a process whose environment cannot be read (another user's) is skipped.
 
+    Args:
+        under: Only processes whose working directory is inside this folder (e.g. one run
+            directory); None for all.
+
     Returns:
         The pids, sorted; empty when no candidate is running.
     """
+    root = Path(under).resolve() if under is not None else None
     alive = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if MARKER_ENV in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc.pid)
+            if MARKER_ENV not in proc.environ() or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if root is not None and not Path(proc.cwd()).resolve().is_relative_to(root):
+                continue
+            alive.append(proc.pid)
         except (psutil.Error, OSError):
             continue
     return sorted(alive)

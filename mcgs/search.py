@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import tempfile
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -143,6 +144,12 @@ class Search:
         self._rng = random.Random(f"mcgs-{settings.seed}-{run.id}")
         self.clock = _Clock(settings.time_budget_s, run.elapsed_s)
         self.stop_reason: str | None = None
+        self._stop = threading.Event()
+
+    def request_stop(self) -> None:
+        """Ask a running search to stop (thread- and signal-safe): the running candidate is
+        killed and recorded INTERRUPTED, and :meth:`run` raises KeyboardInterrupt."""
+        self._stop.set()
 
     # ------------------------------------------------------------------ views
 
@@ -183,6 +190,8 @@ class Search:
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
         try:
             while True:
+                if self._stop.is_set():
+                    raise KeyboardInterrupt("stop requested")
                 reason = self._budget_exhausted()
                 if reason:
                     self.stop_reason = reason
@@ -243,7 +252,9 @@ class Search:
         self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
         timeout = max(1.0, timeout)
         limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=self.settings.cpu_threads)
-        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)})
+        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)}, cancel=self._stop)
+        if self._stop.is_set():  # stopped by the user: no verdict on the program
+            raise KeyboardInterrupt("stop requested")
         state = _OUTCOME_STATE[result.outcome]
         error = result.error
         if state is NodeState.TIMEOUT and timeout < self.settings.per_run_timeout_s:

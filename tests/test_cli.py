@@ -88,7 +88,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "mcgs resume" in err and "Traceback" not in err
-    assert live_candidates() == []
+    assert live_candidates(under=tmp_path) == []
     con = sqlite3.connect(run / "mcgs.db")
     assert con.execute("select status from runs").fetchone()[0] == "stopped"
     assert con.execute("select count(*) from nodes where state = 'interrupted'").fetchone()[0] == 1
@@ -100,4 +100,4 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     assert con.execute("select status from runs").fetchone()[0] == "finished"
     assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
     assert (run / "best" / "submission.csv").is_file()
-    assert live_candidates() == []
+    assert live_candidates(under=tmp_path) == []

@@ -203,3 +203,23 @@ def test_demo_answers_never_reach_the_workspace(demo_task, tmp_path):
     files = {p.name for p in (tmp_path / "run" / "input").iterdir()}
     assert files == {"train.csv", "test.csv", "sample_submission.csv", "task.json", "folds.csv"}
     assert np.all([not (p.stat().st_mode & 0o222) for p in (tmp_path / "run" / "input").iterdir()])
+
+
+def test_request_stop_interrupts_even_if_keyboardinterrupt_is_lost(demo_task, tmp_path):
+    """A Ctrl-C swallowed by Python (e.g. inside an at-fork hook) still stops the run: the
+    signal handler also sets the stop flag, which the sandbox and the loop both check."""
+    holder = {}
+
+    class StopsOnSecond(RecipeCoder):
+        def write(self, request):
+            if request.seed % 100_003 == 2:
+                holder["search"].request_stop()
+            return super().write(request)
+
+    search = create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=4), coder=StopsOnSecond(models=FAST))
+    holder["search"] = search
+    with pytest.raises(KeyboardInterrupt):
+        search.run()
+    states = [n.state for n in search.nodes() if n.parent_id is not None]
+    assert states == [NodeState.VALID, NodeState.INTERRUPTED]
+    assert search.storage.get_run(search.run_record.name).status == "stopped"

@@ -121,3 +121,34 @@ def test_undeclared_files_stay_out_of_plain_tasks(tmp_path):
     assert spec.extra_files == []
     inp = prepare_run_input(spec, tmp_path / "run")
     assert not (inp / "answers.csv").exists()
+
+
+def test_text_column_gets_the_tfidf_recipe(tmp_path):
+    rng = np.random.default_rng(3)
+    good = ["thanks a lot for the kind help", "what a lovely and useful answer", "great point well made friend"]
+    bad = ["you are a complete idiot", "shut up you stupid troll", "what an idiotic dumb comment"]
+    n = 300
+    label = rng.integers(0, 2, n + 60)
+    filler = [f"w{k}" for k in range(200)]  # neutral words make every comment distinct
+    text = [f"{rng.choice(bad if y else good)} {' '.join(rng.choice(filler, 3))}" for y in label]
+    df = pd.DataFrame({"id": range(n + 60), "comment": text, "label": label})
+    folder = tmp_path / "task"
+    folder.mkdir()
+    df.iloc[:n].to_csv(folder / "train.csv", index=False)
+    df.iloc[n:].drop(columns=["label"]).to_csv(folder / "test.csv", index=False)
+    df.iloc[n:][["id"]].assign(label=0.5).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "roc_auc"}))
+    spec = load_task(folder)
+    prof = profile_task(spec)
+    assert prof["columns"]["comment"] == "text" and prof["n_text"] == 1
+    coder = RecipeCoder()
+    from mcgs.coders import CoderRequest
+    from mcgs.node import Operator
+
+    draft = coder.write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=prof, seed=0))
+    assert draft.config["model"] == "model.tfidf_linear"  # text first: the strong, cheap baseline
+    inp = prepare_run_input(spec, tmp_path / "run")
+    ws = prepare_workspace(inp, tmp_path / "ws", draft.code)
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws).score > 0.95

@@ -29,7 +29,7 @@ from mcgs.coders import CoderAnswer, CoderRequest
 from mcgs.contract import CONTRACT_VERSION
 from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
 from mcgs.node import FrozenNode, NodeState, Operator
-from mcgs.profile import MAX_CATEGORIES
+from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
 
 __all__ = ["RecipeCoder", "render_program"]
 
@@ -88,6 +88,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         model_template=model.recipe.template,
         params=repr(params),
         max_categories=MAX_CATEGORIES,
+        text_min_words=TEXT_MIN_WORDS,
     )
     return code, tuple(ids)
 
