@@ -172,7 +172,7 @@ def test_background_process_of_a_finished_program_is_killed(tmp_path: Path) -> N
 
 
 def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-anthropic-key-for-tests")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
     monkeypatch.setenv("PYTHONPATH", "/nowhere")
@@ -192,7 +192,7 @@ def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     env = json.loads((tmp_path / "env.json").read_text())
     for name in ("ANTHROPIC_API_KEY", "HTTPS_PROXY", "GITHUB_TOKEN", "PYTHONPATH"):
         assert name not in env
-    assert "sk-ant-secret" not in json.dumps(env)
+    assert "fake-anthropic-key-for-tests" not in json.dumps(env)
     assert env["HOME"] == str(tmp_path.resolve())
     assert env["TMPDIR"] == str(tmp_path.resolve() / "tmp")
     assert (tmp_path / "tmp").is_dir()
