@@ -250,6 +250,19 @@ def _preview(values: Sequence[Any]) -> str:
     return f"[{head}]{more}"
 
 
+def _require_columns(submission: pd.DataFrame, n_rows: int, required: Sequence[str]) -> None:
+    """Raise InvalidSubmissionError for an empty submission or one missing required columns."""
+    if submission.empty:
+        raise InvalidSubmissionError(f"submission is empty; expected {n_rows} rows with columns {list(required)}")
+    missing_cols = [c for c in required if c not in submission.columns]
+    if missing_cols:
+        raise InvalidSubmissionError(
+            f"submission is missing column(s) {_preview(missing_cols)}; expected "
+            f"{_preview(required) if len(required) > _PREVIEW + 1 else list(required)}, "
+            f"got {_preview(submission.columns)}"
+        )
+
+
 def align_submission(
     submission: pd.DataFrame,
     answers: pd.DataFrame,
@@ -286,17 +299,7 @@ def align_submission(
         if col not in answers.columns:  # a broken answers file is our bug, not the agent's
             raise MLEBenchError(f"answers file has no {col!r} column; re-run prepare_competition")
 
-    if submission.empty:
-        raise InvalidSubmissionError(
-            f"submission is empty; expected {len(answers)} rows with columns {required}"
-        )
-    missing_cols = [c for c in required if c not in submission.columns]
-    if missing_cols:
-        raise InvalidSubmissionError(
-            f"submission is missing column(s) {_preview(missing_cols)}; expected exactly "
-            f"{_preview(required) if len(required) > _PREVIEW + 1 else required}, "
-            f"got {_preview(submission.columns)}"
-        )
+    _require_columns(submission, len(answers), required)
 
     problems: list[str] = []
     extra_cols = [c for c in submission.columns if c not in required and c not in optional_columns]
@@ -413,16 +416,7 @@ def _align_on_repeated_key(
     from collections import Counter
 
     required = [key, *target_columns]
-    if submission.empty:
-        raise InvalidSubmissionError(
-            f"submission is empty; expected {len(answers)} rows with columns {required}"
-        )
-    missing_cols = [c for c in required if c not in submission.columns]
-    if missing_cols:
-        raise InvalidSubmissionError(
-            f"submission is missing column(s) {missing_cols}; expected {required} "
-            f"(optionally also {list(optional_columns)}), got {list(submission.columns)}"
-        )
+    _require_columns(submission, len(answers), required)
     problems: list[str] = []
     extra_cols = [c for c in submission.columns if c not in required and c not in optional_columns]
     if extra_cols:
