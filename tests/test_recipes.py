@@ -3,77 +3,15 @@ runs and honours the solution contract for every task kind it claims."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
-import pandas as pd
 import pytest
-import yaml
+from mcgs.knowledge_base import KnowledgeBaseError, load_entries, retrieve
 
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe import COST_PARAMS, FEATURE_ORDER, RecipeCoder, render_program
-from mcgs.contract import prepare_run_input, prepare_workspace
-from mcgs.evaluation import TaskLabels, evaluate_workspace
-from mcgs.knowledge_base import KnowledgeBaseError, load_entries, retrieve
+from mcgs.coders.recipe import COST_PARAMS, FEATURE_ORDER, RecipeCoder
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.profile import profile_task
-from mcgs.task import load_task
-
-
-def mixed_table(n: int, rng: np.random.Generator) -> pd.DataFrame:
-    """Spaceship-like columns with meaningless names: compound ids, booleans with gaps,
-    categoricals, skewed amounts, missing values."""
-    group = rng.integers(0, n // 2, n)
-    df = pd.DataFrame(
-        {
-            "key": [f"{g:04d}_{i:04d}" for i, g in enumerate(group)],
-            "flag": rng.choice(["True", "False", None], n, p=[0.45, 0.45, 0.1]),
-            "code": [f"{'ABC'[k % 3]}/{k}/{'PS'[k % 2]}" for k in rng.integers(0, 300, n)],
-            "kind": rng.choice(["x", "y", "z"], n),
-            "amount_a": np.where(rng.random(n) < 0.6, 0.0, rng.exponential(500, n)),
-            "amount_b": np.where(rng.random(n) < 0.6, 0.0, rng.exponential(800, n)),
-            "level": rng.normal(30, 10, n).round(),
-        }
-    )
-    df.loc[rng.random(n) < 0.05, "level"] = np.nan
-    return df
-
-
-def make_task(folder, kind: str, n: int = 240, metric: str | None = None):
-    rng = np.random.default_rng(0)
-    df = mixed_table(n + 60, rng)
-    signal = (df["amount_a"] > 0).astype(float) + (df["kind"] == "x") + rng.normal(0, 0.5, len(df))
-    if kind == "binary":
-        df["target"] = np.where(signal > 1.0, True, False)
-        targets, metric = ["target"], metric or "accuracy"
-    elif kind == "multiclass":
-        df["target"] = np.select([signal < 0.6, signal < 1.4], ["low", "mid"], "high")
-        targets, metric = ["target"], metric or "log_loss"
-    elif kind == "regression":
-        df["target"] = 10 + 5 * signal
-        targets, metric = ["target"], metric or "rmse"
-    else:
-        df["t1"] = np.exp(signal)
-        df["t2"] = 3 + signal**2
-        targets, metric = ["t1", "t2"], metric or "rmsle"
-    folder.mkdir(parents=True)
-    train, test = df.iloc[:n], df.iloc[n:].drop(columns=targets)
-    train.to_csv(folder / "train.csv", index=False)
-    test.to_csv(folder / "test.csv", index=False)
-    sample = pd.DataFrame({"key": test["key"]})
-    if kind == "multiclass" and metric == "log_loss":
-        for c in ("high", "low", "mid"):
-            sample[c] = 1 / 3
-    else:
-        for t in targets:
-            sample[t] = train[t].iloc[0]
-    sample.to_csv(folder / "sample_submission.csv", index=False)
-    spec = {"metric": metric, "validation": {"n_splits": 3}}
-    if kind == "multiclass":
-        spec["target"] = "target"
-    (folder / "task.yaml").write_text(yaml.safe_dump(spec))
-    return load_task(folder)
+from recipe_runs import make_task, run_recipe
 
 
 def test_knowledge_base_loads_and_every_entry_has_a_source():
@@ -89,19 +27,6 @@ def test_malformed_entry_is_named(tmp_path):
     (tmp_path / "bad.yaml").write_text("id: x\nlevel: model\ntitle: t\nguidance: g\n")
     with pytest.raises(KnowledgeBaseError, match="bad.yaml"):
         load_entries(str(tmp_path))
-
-
-def run_config(tmp_path, spec, config, name):
-    prof = profile_task(spec)
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-    inp = prepare_run_input(spec, run)
-    code, ids = render_program(config, title="test", plan="test", profile=prof)
-    compile(code, "solution.py", "exec")
-    ws = prepare_workspace(inp, tmp_path / name, code)
-    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws), ids
 
 
 KINDS = ["binary", "multiclass", "regression", "multi_target_regression"]
@@ -122,7 +47,7 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
                 config["params"][p] = 40
         if "n_estimators" in config["params"] and entry.id == "model.random_forest":
             config["params"]["n_estimators"] = 30
-        ev, ids = run_config(tmp_path, spec, config, entry.id)
+        ev, _, ids = run_recipe(spec, config, tmp_path / entry.id)
         assert entry.id in ids and "data.split_compound_strings" in ids
         assert np.isfinite(ev.score)
         assert ev.test_pred.shape == (spec.n_test, len(spec.prediction_columns))

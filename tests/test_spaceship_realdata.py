@@ -8,21 +8,18 @@ recipes are not keyed to the data set's column names.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
 
-from mcgs.coders.recipe import RecipeCoder, render_program
-from mcgs.contract import prepare_run_input, prepare_workspace
-from mcgs.evaluation import TaskLabels, evaluate_workspace
+from mcgs.coders.recipe import RecipeCoder
 from mcgs.mlebench import grade_submission, prepare_competition
 from mcgs.profile import profile_task
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
 from mcgs.task import load_task
+from recipe_runs import run_recipe
 
 pytestmark = pytest.mark.realdata
 
@@ -35,17 +32,9 @@ def data_dir(shared_data, tmp_path_factory):
 
 
 def run_default_lightgbm(spec, folder):
-    prof = profile_task(spec)
-    config = RecipeCoder().default_config("model.lightgbm", prof)
-    config["seed"] = 0
-    code, _ = render_program(config, title="t", plan="t", profile=prof)
-    run = folder / "run"
-    run.mkdir(parents=True)
-    inp = prepare_run_input(spec, run)
-    ws = prepare_workspace(inp, folder / "ws", code)
-    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws).score, r.stdout
+    config = RecipeCoder().default_config("model.lightgbm", profile_task(spec))
+    ev, out, _ = run_recipe(spec, config, folder)
+    return ev.score, out
 
 
 def test_meaningless_column_names_give_the_same_cv(data_dir, tmp_path):

@@ -34,7 +34,7 @@ from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
 __all__ = ["RecipeCoder", "render_program"]
 
 # Feature blocks in the order they run; each is controlled by a config flag.
-FEATURE_ORDER = ("split_compound", "count_encoding", "row_aggregates", "missing_indicators")
+FEATURE_ORDER = ("split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators")
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
 
