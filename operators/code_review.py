@@ -1,0 +1,192 @@
+"""Code Review: a static review of every program before it runs (DESIGN §3, issue 4).
+
+The review reads the program's syntax tree (Python's :mod:`ast`), never executes it, and gives
+one of three verdicts:
+
+* ``passed`` — nothing to object to;
+* ``fixed`` — a mechanical problem was repaired and the repaired program runs instead
+  (e.g. ``n_jobs=-1``, which would take every core of the machine instead of the sandbox's
+  share, becomes the thread count the sandbox grants);
+* ``rejected`` — the program breaks the solution contract or the sandbox rules; it is not run,
+  and the reasons are stored on the node so Debug can address them.
+
+What is rejected: a program that does not parse; that never refers to one of the three
+required outputs; that reads held-out or label files (paths naming ``private``, ``answers``,
+``held-out`` data) or any path outside its workspace (absolute paths, ``..``, ``~``); that
+imports a network module or opens sockets; that starts processes (``subprocess``, ``os.system``,
+``os.exec*``...); that runs code built at run time (``exec``/``eval``); or that fits a model on
+validation rows (a ``.fit`` whose data argument is named like a validation split).
+
+The sandbox enforces the same rules at run time where it can; this review catches them before
+a candidate wastes its time slot and gives Debug a reason it can read. It is a lint, not a
+proof: a determined program can hide a socket behind ``getattr``. (ML-Master and AIDE check a
+program only by running it; the pre-execution review is AutoMLGen's verification step, DESIGN
+§3.)
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Literal
+
+__all__ = ["Review", "review_program", "REQUIRED_OUTPUTS"]
+
+# (contract path, key in task.json "outputs") of the three outputs a program must write.
+REQUIRED_OUTPUTS = (("working/oof.csv", "oof"), ("working/test_pred.csv", "test_pred"), ("submission/submission.csv", "submission"))
+
+NETWORK_MODULES = frozenset(
+    {"socket", "ssl", "requests", "urllib", "urllib2", "urllib3", "http", "httpx", "aiohttp", "ftplib", "smtplib",
+     "poplib", "imaplib", "telnetlib", "websocket", "websockets", "paramiko", "xmlrpc", "socketserver", "anthropic", "openai"}
+)
+PROCESS_MODULES = frozenset({"subprocess", "pty", "pexpect", "sh"})
+PROCESS_CALLS = re.compile(r"^os\.(system|popen|fork|forkpty|kill|killpg|exec\w*|spawn\w*|posix_spawn\w*)$|^asyncio\.create_subprocess_\w+$")
+HELD_OUT = re.compile(r"(^|[/\\_.-])(private|answers?|held[_-]?out|test_labels?|solution\.csv|gold)([/\\_.-]|$)", re.IGNORECASE)
+# Names that denote validation rows in fold loops: X_va, va_idx, y_valid, X_val, valid_rows, holdout...
+VALIDATION_NAME = re.compile(r"(^|_)(va|val|valid|validation|holdout|dev)(_|$|idx|rows|ix)", re.IGNORECASE)
+FIT_METHODS = frozenset({"fit", "fit_transform", "partial_fit"})
+ALL_CORES = re.compile(r"\b(n_jobs|thread_count|nthread|num_threads)\s*=\s*-1\b")
+SANDBOX_THREADS = 'int(__import__("os").environ.get("OMP_NUM_THREADS", "1"))'
+
+
+@dataclasses.dataclass(frozen=True)
+class Review:
+    """Verdict of the static review.
+
+    Attributes:
+        verdict: ``passed``, ``fixed`` or ``rejected``.
+        reasons: Why it was rejected, or what was fixed (one sentence each).
+        code: The program to run (the repaired one when ``fixed``; the original otherwise).
+    """
+
+    verdict: Literal["passed", "fixed", "rejected"]
+    reasons: tuple[str, ...]
+    code: str
+
+    @property
+    def rejected(self) -> bool:
+        return self.verdict == "rejected"
+
+    def as_dict(self) -> dict:
+        """JSON-ready form stored on the node (without the code)."""
+        return {"verdict": self.verdict, "reasons": list(self.reasons)}
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else ''."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _path_problem(text: str) -> str | None:
+    """Why a string constant used as a path is not allowed, or None."""
+    if "\n" in text or len(text) > 300:
+        return None  # prose or data, not a path
+    s = text.strip()
+    if not ("/" in s or "\\" in s or s.startswith("~") or re.search(r"\.[A-Za-z]{2,7}$", s)):
+        return None  # not a path (a label such as "Private" is fine)
+    if HELD_OUT.search(s):
+        return f"refers to held-out or label data ({s!r}); a program may read only its input/ folder"
+    if s.startswith("~") or re.match(r"^(\.\./|\.\.\\|\.\.$)", s) or "/../" in s:
+        return f"refers to a path outside its workspace ({s!r})"
+    if s.startswith("/") and not s.startswith(("/dev/null", "/proc/self", "/tmp")) and re.match(r"^/[\w.-]+(/[\w.-]*)*$", s):
+        return f"uses an absolute path ({s!r}); use paths relative to the workspace (input/, working/, submission/)"
+    return None
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.strings: set[str] = set()
+
+    def _flag(self, node: ast.AST, message: str) -> None:
+        line = getattr(node, "lineno", None)
+        self.problems.append(f"line {line}: {message}" if line else message)
+
+    def _check_module(self, node: ast.AST, module: str) -> None:
+        top = module.split(".")[0]
+        if top in NETWORK_MODULES or module == "urllib.request":
+            self._flag(node, f"imports {module!r}: candidates run without network access")
+        elif top in PROCESS_MODULES:
+            self._flag(node, f"imports {module!r}: candidates may not start processes")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._check_module(node, alias.name)
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and node.level == 0:
+            self._check_module(node, node.module)
+            if node.module == "os":
+                for alias in node.names:
+                    if PROCESS_CALLS.match(f"os.{alias.name}"):
+                        self._flag(node, f"imports os.{alias.name}: candidates may not start processes")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str):
+            self.strings.add(node.value)
+            problem = _path_problem(node.value)
+            if problem:
+                self._flag(node, problem)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        if name in ("exec", "eval", "compile"):
+            self._flag(node, f"calls {name}(): code built at run time cannot be reviewed")
+        elif PROCESS_CALLS.match(name):
+            self._flag(node, f"calls {name}(): candidates may not start processes")
+        elif name in ("__import__", "importlib.import_module") and node.args and isinstance(node.args[0], ast.Constant):
+            self._check_module(node, str(node.args[0].value))
+        if isinstance(node.func, ast.Attribute) and node.func.attr in FIT_METHODS:
+            data_args = list(node.args[:2]) + [k.value for k in node.keywords if k.arg in ("X", "y")]
+            for arg in data_args:
+                bad = sorted(n for n in _names_in(arg) if VALIDATION_NAME.search(n))
+                if bad:
+                    self._flag(node, f"fits on validation rows (.{node.func.attr} on {', '.join(bad)}); fit only on the training rows of each fold")
+                    break
+        self.generic_visit(node)
+
+
+def review_program(code: str) -> Review:
+    """Review a candidate program statically.
+
+    Args:
+        code: Source of ``solution.py``.
+
+    Returns:
+        A :class:`Review`. Never raises for a bad program: a syntax error is a rejection
+        reason (with its line), not an exception.
+    """
+    fixes = []
+    if ALL_CORES.search(code):
+        code = ALL_CORES.sub(lambda m: f"{m.group(1)}={SANDBOX_THREADS}", code)
+        fixes.append("n_jobs=-1 (every core of the machine) replaced by the sandbox's thread count OMP_NUM_THREADS")
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return Review("rejected", (f"does not parse: {exc.msg} at line {exc.lineno}",), code)
+    v = _Visitor()
+    v.visit(tree)
+    problems = list(dict.fromkeys(v.problems))
+    for path, key in REQUIRED_OUTPUTS:
+        base = path.rsplit("/", 1)[1]
+        if not any(s == key or s.endswith(base) for s in v.strings):
+            problems.append(f"never writes {path} (neither the path nor task.json's outputs[{key!r}] appears)")
+    if problems:
+        return Review("rejected", tuple(problems), code)
+    if fixes:
+        return Review("fixed", tuple(fixes), code)
+    return Review("passed", (), code)
