@@ -60,6 +60,13 @@ def _duration(option: str, text: str) -> float:
         raise _UserError(f"{option}: {exc}") from None
 
 
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    v = value.strip().lower()
+    if v not in allowed:
+        raise _UserError(f"{option}: {value!r} is not one of {', '.join(allowed)}")
+    return v
+
+
 def _sigterm_as_interrupt():
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -180,6 +187,10 @@ def run(
     seed: int = typer.Option(0, help="Seed of the search."),
     max_nodes: Optional[int] = typer.Option(None, help="Stop after this many finished nodes."),
     memory_mb: int = typer.Option(8192, help="Memory limit of one candidate, MiB."),
+    policy: str = typer.Option(
+        "mcgs",
+        help="Search policy: mcgs (UCT + Evolve/Fusion/Aggregate/ensembles), tree (UCT only) or greedy (AIDE's).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
 ) -> None:
     """Search for a solution to TASK and write RUN_DIR/best/{solution.py,submission.csv}."""
@@ -195,6 +206,7 @@ def run(
             seed=seed,
             max_nodes=max_nodes,
             memory_mb=memory_mb,
+            policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
         )
         search = create_search(task, out_dir, settings=settings)
     _drive(search)

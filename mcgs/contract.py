@@ -211,7 +211,6 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
     Returns:
         The path of ``RUN_DIR/input``.
     """
-    import pandas as pd
 
     inp = run_dir / "input"
     marker = inp / "task.json"

@@ -19,7 +19,8 @@ class NodeState(str, enum.Enum):
 
     ``ROOT`` is the task's root (no program). ``PENDING`` -> ``RUNNING`` -> one finished
     state. ``VALID`` is the only success; ``BUGGY``, ``TIMEOUT``, ``OOM`` and
-    ``INVALID_OUTPUT`` are failures (reward -1, Debug may fix them). ``INTERRUPTED`` marks a
+    ``INVALID_OUTPUT`` are failures (reward -1, Debug may fix them), and so is ``REJECTED``: the
+    static Code Review refused to run the program (reasons on the node). ``INTERRUPTED`` marks a
     candidate killed because the engine stopped; it is not a verdict on the program.
     """
 
@@ -32,6 +33,7 @@ class NodeState(str, enum.Enum):
     OOM = "oom"
     INVALID_OUTPUT = "invalid_output"
     INTERRUPTED = "interrupted"
+    REJECTED = "rejected"
 
     def is_finished(self) -> bool:
         """True for states that carry a verdict on the program."""
@@ -42,7 +44,7 @@ class NodeState(str, enum.Enum):
         return self in _FAILURES
 
 
-_FAILURES = frozenset({NodeState.BUGGY, NodeState.TIMEOUT, NodeState.OOM, NodeState.INVALID_OUTPUT})
+_FAILURES = frozenset({NodeState.BUGGY, NodeState.TIMEOUT, NodeState.OOM, NodeState.INVALID_OUTPUT, NodeState.REJECTED})
 _FINISHED = _FAILURES | {NodeState.VALID}
 
 
@@ -53,6 +55,9 @@ class Operator(str, enum.Enum):
     DRAFT = "draft"
     DEBUG = "debug"
     IMPROVE = "improve"
+    EVOLVE = "evolve"
+    FUSION = "fusion"
+    AGGREGATE = "aggregate"
     ENSEMBLE = "ensemble"
 
 
@@ -86,6 +91,7 @@ class FrozenNode:
         knowledge_ids: Knowledge-base entries the program was built from.
         created_at, finished_at: UTC timestamps.
         workspace: Path of the node's workspace relative to the run directory.
+        review: The static Code Review's verdict and reasons (``{"verdict": ..., "reasons": [...]}``).
     """
 
     id: int
@@ -107,6 +113,7 @@ class FrozenNode:
     finished_at: _dt.datetime | None = None
     workspace: str | None = None
     depth: int = 0
+    review: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def is_valid(self) -> bool:

@@ -10,7 +10,15 @@ never stopped.
   when the node finishes and stored on it.
 * **Backpropagation**: a node's reward is added to itself and every primary-parent ancestor;
   ``visits(v)`` counts the finished nodes in v's primary subtree, ``Q(v) = sum / visits``.
-  Because rewards are stored, these statistics are recomputed from storage alone.
+  A node built from other nodes (``fuses`` / ``references`` edges) also credits each source
+  and the source's primary ancestors with ``credit_share`` of a visit and of its reward, so an
+  idea that helps another branch earns credit in its own. Because rewards are stored, these
+  statistics are recomputed from storage alone.
+* **Operator choice** (``policy="mcgs"``): root -> Draft; failed -> Debug (bounded depth);
+  valid -> Improve, escalating by tier with the branch's patience; a stagnant branch's best
+  node -> Evolve or Fusion (alternating); global stagnation with two good branches or more ->
+  Aggregate (a new root-level node merging the branch bests). ``policy="tree"`` is the same
+  UCT without graph operators; ``policy="greedy"`` is AIDE's (Jiang et al. 2025, §3).
 * **Selection**: UCT ``Q(v) + C * sqrt(ln N(parent) / N(v))`` (Kocsis & Szepesvári 2006) from
   the root down to the first node that can take another child; C decays piecewise with the
   budget (ML-Master). In-flight nodes count as visits with reward ``virtual_loss`` so that
@@ -27,8 +35,8 @@ from typing import Sequence
 
 import networkx as nx
 
-from mcgs.graph import children, node, primary_ancestors, root_of, valid_nodes
-from mcgs.node import NodeState, Operator
+from mcgs.graph import branch_of, children, node, primary_ancestors, root_of, valid_nodes
+from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
 
 __all__ = [
@@ -40,16 +48,16 @@ __all__ = [
     "select_expansion",
     "improve_tier",
     "debug_depth",
+    "branch_members",
+    "branch_best",
+    "is_branch_stagnant",
+    "is_globally_stagnant",
+    "GRAPH_OPERATORS",
 ]
 
 IMPROVE_TIERS = ("params", "features", "strategy")
-
-# Share of selections taken from the global top-K at the very end of the budget, the
-# progress at which exploitation starts, and K. ML-Master switches to exploitation after
-# about half the budget; the exact schedule here is ours.
-EXPLOIT_START = 0.6
-EXPLOIT_MAX_SHARE = 0.5
-EXPLOIT_TOP_K = 3
+# Operators that merge or re-read other nodes; the tree policy never uses them.
+GRAPH_OPERATORS = (Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,16 +65,20 @@ class Expansion:
     """What to expand next: a primary parent and the operator that writes the child.
 
     Attributes:
-        parent_id: Node to expand.
-        operator: DRAFT (parent = root), DEBUG (failed parent) or IMPROVE (valid parent).
+        parent_id: Node to expand (the new node's primary parent).
+        operator: DRAFT or AGGREGATE (parent = root), DEBUG (failed parent), IMPROVE, EVOLVE
+            or FUSION (valid parent), ENSEMBLE (parent = root; built by the engine).
         tier: For IMPROVE, index into :data:`IMPROVE_TIERS` (0 params, 1 features, 2 strategy).
         reason: Short human-readable why, stored with the node's plan.
+        references: Other nodes the operator reads: the fusion/aggregation inputs (stored as
+            ``fuses`` edges) or the branch history Evolve learns from (``references`` edges).
     """
 
     parent_id: int
     operator: Operator
     tier: int = 0
     reason: str = ""
+    references: tuple[int, ...] = ()
 
 
 def compute_reward(
@@ -125,11 +137,14 @@ class _Stats:
     value: float = 0.0
 
 
-def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0) -> dict[int, _Stats]:
+def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 0.0) -> dict[int, _Stats]:
     """Visit counts and reward sums over the primary-parent tree (backpropagation).
 
     Each finished node adds 1 visit and its reward to itself and every primary ancestor;
-    each in-flight (PENDING/RUNNING) node adds 1 visit and ``virtual_loss``.
+    each in-flight (PENDING/RUNNING) node adds 1 visit and ``virtual_loss``. A node with
+    incoming ``fuses`` or ``references`` edges also adds ``credit_share`` of a visit and
+    ``credit_share`` times its reward to each source and the source's primary ancestors (each
+    ancestor credited once per node, and not twice when it is already on the node's own path).
     """
     stats: dict[int, _Stats] = {n: _Stats() for n in g.nodes}
     for n, data in g.nodes(data=True):
@@ -140,10 +155,19 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0) -> dict[int, _Stats]:
             r = virtual_loss
         else:
             continue
-        for a in (n, *primary_ancestors(g, n)):
-            st = stats[a]
-            st.visits += 1
-            st.value += r
+        own = {n, *primary_ancestors(g, n)}
+        for a in own:
+            stats[a].visits += 1
+            stats[a].value += r
+        if credit_share <= 0 or fn.reward is None:
+            continue
+        credited: set[int] = set()
+        for src in g.predecessors(n):
+            if g.edges[src, n]["kinds"] & {EdgeKind.FUSES, EdgeKind.REFERENCES}:
+                credited |= {src, *primary_ancestors(g, src)}
+        for a in credited - own:
+            stats[a].visits += credit_share
+            stats[a].value += credit_share * r
     return stats
 
 
@@ -170,26 +194,103 @@ def debug_depth(g: nx.DiGraph, v: int) -> int:
     return depth
 
 
+def _better(a: FrozenNode, b: FrozenNode, higher_is_better: bool) -> bool:
+    return a.score > b.score if higher_is_better else a.score < b.score
+
+
+def branch_members(g: nx.DiGraph, head: int) -> list[FrozenNode]:
+    """Nodes of the branch headed by ``head`` (a draft or an aggregate node and its
+    primary-parent descendants), in creation order."""
+    out = [node(g, head)]
+    stack = [head]
+    while stack:
+        v = stack.pop()
+        for c in children(g, v):
+            out.append(node(g, c))
+            stack.append(c)
+    return sorted(out, key=lambda n: n.seq)
+
+
+def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[FrozenNode | None, int]:
+    """The branch's best valid node (earliest wins ties) and the number of valid nodes of the
+    branch created after it (its spent patience)."""
+    members = [m for m in branch_members(g, head) if m.is_valid]
+    if not members:
+        return None, 0
+    best = members[0]
+    for m in members[1:]:
+        if _better(m, best, higher_is_better):
+            best = m
+    return best, sum(1 for m in members if m.seq > best.seq)
+
+
+def is_branch_stagnant(g: nx.DiGraph, head: int, s: SearchSettings, higher_is_better: bool) -> bool:
+    """True when the branch's last ``s.branch_stagnation`` successful nodes did not beat its
+    best (DESIGN §4)."""
+    best, since = branch_best(g, head, higher_is_better)
+    return best is not None and since >= s.branch_stagnation
+
+
+def is_globally_stagnant(g: nx.DiGraph, s: SearchSettings) -> bool:
+    """True when the last ``s.global_stagnation`` finished search nodes (ensembles aside) all
+    failed to set a new global best by more than the improvement threshold — i.e. none of
+    them earned the reward's new-best bonus (DESIGN §4)."""
+    done = [d["node"] for _, d in g.nodes(data=True) if d["node"].reward is not None and d["node"].operator is not Operator.ENSEMBLE]
+    if len(done) < s.global_stagnation:
+        return False
+    done.sort(key=lambda n: n.seq)
+    return all(n.reward < 1.0 for n in done[-s.global_stagnation :])
+
+
 def improve_tier(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> int:
     """Improve tier of a node's branch: escalate with the branch's patience.
 
-    Counts the valid nodes in the branch (the primary subtree of v's draft) created after the
-    branch's best; 0 while that count is below ``branch_patience`` (parameter changes), 1
-    below twice the patience (feature engineering), else 2 (strategy changes).
+    Counts the valid nodes in v's branch created after the branch's best; 0 while that count
+    is below ``branch_patience`` (parameter changes), 1 below twice the patience (feature
+    engineering), else 2 (strategy changes) — the MLEvolve tiers.
     """
-    chain = [v, *primary_ancestors(g, v)]
-    head = chain[-2] if len(chain) >= 2 else v
-    members = [node(g, n) for n in [head, *nx.descendants(g, head)] if node(g, n).is_valid and node(g, n).parent_id is not None]
-    members = [m for m in members if head in (m.id, *primary_ancestors(g, m.id))]
-    if not members:
+    head = branch_of(g, v)
+    if head is None:
         return 0
-    members.sort(key=lambda m: m.seq)
-    best = members[0]
-    for m in members[1:]:
-        if (m.score > best.score) if higher_is_better else (m.score < best.score):
-            best = m
-    since = sum(1 for m in members if m.seq > best.seq)
+    _, since = branch_best(g, head, higher_is_better)
     return min(since // s.branch_patience, len(IMPROVE_TIERS) - 1)
+
+
+def _good_branches(g: nx.DiGraph, higher_is_better: bool) -> list[FrozenNode]:
+    """Best valid node of every branch that has one, best first."""
+    root = root_of(g)
+    bests = []
+    for head in children(g, root):
+        if node(g, head).operator is Operator.ENSEMBLE:
+            continue
+        best, _ = branch_best(g, head, higher_is_better)
+        if best is not None:
+            bests.append(best)
+    return sorted(bests, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+
+
+def _graph_expansion(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
+    """When selection reaches a valid node of a stagnant branch: Evolve or Fusion on the
+    branch's best node (while it has room for graph children), else None."""
+    head = branch_of(g, v)
+    if head is None or s.graph_children <= 0:
+        return None
+    best, since = branch_best(g, head, higher_is_better)
+    if best is None or since < s.branch_stagnation:
+        return None
+    v = best.id
+    kids = [node(g, c) for c in _live_children(g, v)]
+    graph_kids = [k for k in kids if k.operator in (Operator.EVOLVE, Operator.FUSION)]
+    if len(graph_kids) >= s.graph_children:
+        return None
+    others = [b for b in _good_branches(g, higher_is_better) if branch_of(g, b.id) != head][: s.max_fusion_refs]
+    n_fusion = sum(k.operator is Operator.FUSION for k in graph_kids)
+    n_evolve = len(graph_kids) - n_fusion
+    if others and n_fusion <= n_evolve:
+        refs = tuple(o.id for o in others)
+        return Expansion(v, Operator.FUSION, reason=f"fusion: branch stagnant for {since} nodes; merge with the best of {len(refs)} other branch(es)", references=refs)
+    history = tuple(m.id for m in branch_members(g, head) if m.id != v and m.state.is_finished())
+    return Expansion(v, Operator.EVOLVE, reason=f"evolve: branch stagnant for {since} nodes; learn from its {len(history)} other nodes", references=history)
 
 
 def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
@@ -206,6 +307,10 @@ def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bo
             return Expansion(v, Operator.DEBUG, reason=f"debug {fn.state.value} node (depth {debug_depth(g, v) + 1})")
         return None
     if fn.state is NodeState.VALID and fn.operator is not Operator.ENSEMBLE:
+        if s.policy == "mcgs":
+            exp = _graph_expansion(g, v, s, higher_is_better)
+            if exp is not None:
+                return exp
         imp = [c for c in kids if node(g, c).operator is Operator.IMPROVE]
         if len(imp) < s.num_improve_children:
             tier = improve_tier(g, v, s, higher_is_better)
@@ -216,7 +321,8 @@ def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bo
 def _selectable(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool) -> dict[int, bool]:
     """Whether each node, or some node below it, can take another child now."""
     out: dict[int, bool] = {}
-    for v in reversed(list(nx.topological_sort(g))):
+    order = sorted(g.nodes, key=lambda n: node(g, n).seq, reverse=True)  # children after parents
+    for v in order:
         fn = node(g, v)
         if not (fn.state.is_finished() or fn.state is NodeState.ROOT):
             out[v] = False
@@ -225,38 +331,57 @@ def _selectable(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool) -> dic
     return out
 
 
-def select_expansion(
-    g: nx.DiGraph,
-    s: SearchSettings,
-    *,
-    progress: float,
-    higher_is_better: bool,
-    rng: random.Random,
-) -> Expansion:
-    """Choose the next node to expand and the operator (DESIGN §4).
+def _aggregate_expansion(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
+    """Aggregate on global stagnation with two good branches or more, once per stagnation
+    spell (not again before a new global best or ``global_stagnation`` more nodes)."""
+    if not is_globally_stagnant(g, s):
+        return None
+    bests = _good_branches(g, higher_is_better)
+    if len(bests) < 2:
+        return None
+    recent = sorted((d["node"] for _, d in g.nodes(data=True) if d["node"].operator not in (Operator.ROOT, Operator.ENSEMBLE)), key=lambda n: n.seq)
+    if any(n.operator is Operator.AGGREGATE for n in recent[-s.global_stagnation :]):
+        return None
+    refs = tuple(b.id for b in bests[:5])
+    return Expansion(root_of(g), Operator.AGGREGATE, reason=f"aggregate: no new best in the last {s.global_stagnation} nodes; merge the bests of {len(refs)} branches", references=refs)
 
-    Args:
-        g: The search graph.
-        s: Settings (child limits, UCT constants).
-        progress: Fraction of the budget spent, in [0, 1].
-        higher_is_better: Metric direction.
-        rng: The search's random generator (exploit draws and UCT ties).
 
-    Returns:
-        An :class:`Expansion`. When nothing in the tree can take a child (every branch
-        exhausted), the root takes an extra draft, so the search never stalls.
-    """
+def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random) -> Expansion | None:
+    """Late in the budget, improve one of the global top-K (at most ``exploit_per_branch``
+    per branch) with a probability rising from 0 at ``exploit_start`` to
+    ``exploit_max_share`` at ``exploit_full``."""
+    if progress <= s.exploit_start:
+        return None
+    ramp = 1.0 if s.exploit_full <= s.exploit_start else min(1.0, (progress - s.exploit_start) / (s.exploit_full - s.exploit_start))
+    if rng.random() >= s.exploit_max_share * ramp:
+        return None
+    valid = [n for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
+    ranked = sorted(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+    top, per_branch = [], {}
+    for n in ranked:
+        b = branch_of(g, n.id)
+        if per_branch.get(b, 0) < s.exploit_per_branch:
+            top.append(n)
+            per_branch[b] = per_branch.get(b, 0) + 1
+        if len(top) == s.exploit_top_k:
+            break
+    if not top:
+        return None
+    pick = rng.choice(top)
+    return Expansion(pick.id, Operator.IMPROVE, tier=improve_tier(g, pick.id, s, higher_is_better), reason="exploit: improve a global top-K node")
+
+
+def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random) -> Expansion:
     root = root_of(g)
-    # Exploit: late in the budget, improve one of the global top-K nodes.
-    share = EXPLOIT_MAX_SHARE * max(0.0, (progress - EXPLOIT_START) / (1.0 - EXPLOIT_START))
-    valid = valid_nodes(g)
-    valid = [n for n in valid if n.operator is not Operator.ENSEMBLE]
-    if valid and share > 0 and rng.random() < share:
-        ranked = sorted(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))[:EXPLOIT_TOP_K]
-        pick = rng.choice(ranked)
-        return Expansion(pick.id, Operator.IMPROVE, tier=improve_tier(g, pick.id, s, higher_is_better), reason="exploit: improve a global top-K node")
+    if s.policy == "mcgs":
+        exp = _aggregate_expansion(g, s, higher_is_better)
+        if exp is not None:
+            return exp
+    exp = _exploit_expansion(g, s, progress, higher_is_better, rng)
+    if exp is not None:
+        return exp
     selectable = _selectable(g, s, higher_is_better)
-    stats = tree_stats(g, s.virtual_loss)
+    stats = tree_stats(g, s.virtual_loss, s.credit_share if s.policy == "mcgs" else 0.0)
     c = exploration_constant(progress, s)
     v = root
     while True:
@@ -268,3 +393,53 @@ def select_expansion(
             return Expansion(root, Operator.DRAFT, reason="every branch is exhausted: extra draft")
         scored = [(uct_value(stats[ch], stats[v], c), rng.random(), ch) for ch in cands]
         v = max(scored)[2]
+
+
+def _select_greedy(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool, rng: random.Random) -> Expansion:
+    """AIDE's search policy (Jiang et al. 2025, ``aide/agent.py: search_policy``): draft until
+    ``num_drafts`` drafts exist; with probability ``debug_prob`` debug a random failed leaf
+    whose debug depth is below the limit; else improve the best valid node (draft again when
+    there is none). In-flight nodes are skipped so parallel workers do not collide."""
+    root = root_of(g)
+    drafts = [c for c in _live_children(g, root) if node(g, c).operator is Operator.DRAFT]
+    if len(drafts) < s.num_drafts:
+        return Expansion(root, Operator.DRAFT, reason=f"draft {len(drafts) + 1} of {s.num_drafts}")
+    if rng.random() < s.debug_prob:
+        leaves = [
+            d["node"] for v, d in g.nodes(data=True)
+            if d["node"].state.is_failure() and not _live_children(g, v) and debug_depth(g, v) < s.max_debug_depth
+        ]
+        if leaves:
+            pick = rng.choice(sorted(leaves, key=lambda n: n.seq))
+            return Expansion(pick.id, Operator.DEBUG, reason=f"greedy: debug a failed leaf (depth {debug_depth(g, pick.id) + 1})")
+    valid = [n for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
+    if not valid:
+        return Expansion(root, Operator.DRAFT, reason="greedy: no valid node yet, draft again")
+    best = min(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+    return Expansion(best.id, Operator.IMPROVE, tier=improve_tier(g, best.id, s, higher_is_better), reason="greedy: improve the best node")
+
+
+def select_expansion(
+    g: nx.DiGraph,
+    s: SearchSettings,
+    *,
+    progress: float,
+    higher_is_better: bool,
+    rng: random.Random,
+) -> Expansion:
+    """Choose the next node to expand and the operator, by ``s.policy`` (DESIGN §4).
+
+    Args:
+        g: The search graph.
+        s: Settings (policy, child limits, UCT constants, stagnation windows).
+        progress: Fraction of the budget spent, in [0, 1].
+        higher_is_better: Metric direction.
+        rng: The search's random generator (exploit and debug draws, UCT ties).
+
+    Returns:
+        An :class:`Expansion`. With the UCT policies, when nothing in the tree can take a child
+        (every branch exhausted), the root takes an extra draft, so the search never stalls.
+    """
+    if s.policy == "greedy":
+        return _select_greedy(g, s, higher_is_better, rng)
+    return _select_uct(g, s, progress, higher_is_better, rng)

@@ -145,6 +145,7 @@ class Search:
         self.clock = _Clock(settings.time_budget_s, run.elapsed_s)
         self.stop_reason: str | None = None
         self._stop = threading.Event()
+        self._ensemble_checked = 0  # valid search nodes when ensemble selection last ran
 
     def request_stop(self) -> None:
         """Ask a running search to stop (thread- and signal-safe): the running candidate is
@@ -225,30 +226,70 @@ class Search:
         return None
 
     def step(self) -> FrozenNode:
-        """Expand one node: select, write, run, evaluate, persist. Returns the finished node."""
+        """Expand one node: select, write, review, run, evaluate, persist. Returns the
+        finished node. With ``policy="mcgs"``, an ensemble node is built first whenever
+        ``ensemble_every`` new valid nodes have appeared since the last one."""
         from mcgs.operators import OperatorContext, build_request
+        from mcgs.operators.code_review import review_program
 
         g = self.graph()
+        if self._ensemble_due(g):
+            ens = self.build_ensemble(reason="ensemble during the search")
+            if ens is not None:
+                return ens
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
         answer = self.coder.write(build_request(ctx, exp))
+        review = review_program(answer.code)
+        if exp.operator in (Operator.FUSION, Operator.AGGREGATE):
+            inputs = ([exp.parent_id] if exp.operator is Operator.FUSION else []) + list(exp.references)
+            edges = [(i, EdgeKind.FUSES, {}) for i in dict.fromkeys(inputs)]
+        else:
+            edges = [(i, EdgeKind.REFERENCES, {}) for i in exp.references]
         node = self.storage.add_node(
             self.run_id,
             parent_id=exp.parent_id,
             operator=exp.operator,
             plan=f"[{exp.reason}] {answer.plan}",
-            code=answer.code,
+            code=review.code,
             config=answer.config,
             knowledge_ids=answer.knowledge_ids,
+            extra_edges=edges,
+            review=review.as_dict(),
         )
+        if review.rejected:
+            prior = [n.score for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
+            finished = self.storage.finish_node(
+                node.id,
+                state=NodeState.REJECTED,
+                reward=compute_reward(NodeState.REJECTED, None, prior, self.task.higher_is_better),
+                error="code review rejected the program: " + "; ".join(review.reasons),
+                runtime_s=0.0,
+            )
+            self._after_node(finished, prior)
+            return finished
         timeout = min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
         return self._execute(node, timeout, seed=ctx.seed)
 
+    def _ensemble_due(self, g) -> bool:
+        """True when the mcgs policy should build an ensemble now: ``ensemble_every`` valid
+        search nodes have finished since the last ensemble node (or since the start)."""
+        every = self.settings.ensemble_every
+        if self.settings.policy != "mcgs" or not self.settings.ensemble or every <= 0:
+            return False
+        nodes = sorted((d["node"] for _, d in g.nodes(data=True)), key=lambda n: n.seq)
+        last_ens = max((n.seq for n in nodes if n.operator is Operator.ENSEMBLE), default=0)
+        valid = [n for n in nodes if n.is_valid and n.operator is not Operator.ENSEMBLE]
+        fresh = [n for n in valid if n.seq > last_ens]
+        return len(fresh) >= every and len(valid) >= self._ensemble_checked + every
+
     def _execute(self, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
         """Run a stored node's program in its workspace, evaluate it, and persist the verdict."""
-        prior = [n.score for n in valid_nodes(self.graph())]
+        prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
         ws = prepare_workspace(self.input_dir, self.node_dir(node), node.code)
+        if node.operator is Operator.ENSEMBLE:
+            self._copy_members(node, ws)
         self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
         timeout = max(1.0, timeout)
         limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=self.settings.cpu_threads)
@@ -285,9 +326,16 @@ class Search:
         self._after_node(finished, prior)
         return finished
 
-    def build_ensemble(self) -> FrozenNode | None:
+    def build_ensemble(self, reason: str = "final ensemble") -> FrozenNode | None:
         """Add an ensemble node over the best valid nodes (greedy forward selection with
         replacement on their OOF predictions, Caruana et al. 2004) and run it like any node.
+
+        The members' OOF and test predictions are copied into the ensemble's own workspace
+        (``members/<node>/``), so its program reads nothing outside it and passes the Code
+        Review like every other program.
+
+        Args:
+            reason: Shown in the node's plan (``final ensemble`` at the end of the run).
 
         Returns:
             The ensemble node, or None when fewer than two nodes are worth combining.
@@ -296,6 +344,7 @@ class Search:
         from mcgs.evaluation import read_predictions
 
         members = [n for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
+        self._ensemble_checked = len(members)
         members.sort(key=lambda n: (-n.score if self.task.higher_is_better else n.score, n.seq))
         members = members[: self.settings.ensemble_max_members]
         if len(members) < 2:
@@ -311,32 +360,47 @@ class Search:
             return None
         sel = greedy_selection(self.task, self.labels.y[rows], oofs)
         if len(sel.weights) < 2:
-            logger.info("ensemble selection kept a single node; no ensemble node added")
+            logger.info("%s: selection kept a single node; no ensemble node added", reason)
             return None
         by_id = {n.id: n for n in members}
-        weights = {f"../{self.node_dir(by_id[i]).name}": w for i, w in sel.weights.items()}
+        weights = {f"members/{self.node_dir(by_id[i]).name}": w for i, w in sel.weights.items()}
         plan = (
-            f"[final ensemble] Greedy forward selection with replacement over the OOF predictions of the best "
+            f"[{reason}] Greedy forward selection with replacement over the OOF predictions of the best "
             f"{len(oofs)} valid nodes ({sel.criterion} {sel.criterion_value:.6g}); members (node seq: weight) "
             + ", ".join(f"{by_id[i].seq}: {w}" for i, w in sel.weights.items())
         )
+        from mcgs.operators.code_review import review_program
+
+        code = render_ensemble_program(weights, plan)
+        review = review_program(code)
         root = next(n for n in self.nodes() if n.parent_id is None)
         node = self.storage.add_node(
             self.run_id,
             parent_id=root.id,
             operator=Operator.ENSEMBLE,
             plan=plan,
-            code=render_ensemble_program(weights, plan),
+            code=review.code,
             config={"weights": {str(i): w for i, w in sel.weights.items()}, "criterion": sel.criterion},
             extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
+            review=review.as_dict(),
         )
-        return self._execute(node, max(self.clock.remaining, 60.0), seed=self.settings.seed)
+        final = reason == "final ensemble"
+        timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
+        return self._execute(node, timeout, seed=self.settings.seed)
+
+    def _copy_members(self, node: FrozenNode, dest: Path) -> None:
+        """Copy an ensemble node's members' prediction files to ``dest/members/<node>/``."""
+        by_id = {n.id: n for n in self.nodes()}
+        for member_id in node.config["weights"]:
+            member = self.node_dir(by_id[int(member_id)])
+            for name in (OOF_PATH, TEST_PRED_PATH):
+                _atomic_copy(member / name, dest / "members" / member.name / name)
 
     @property
     def final_node(self) -> FrozenNode | None:
         """The node whose submission the run hands in.
 
-        The latest valid ensemble node is chosen unless its score is worse than the best single
+        The best valid ensemble node (the latest among equals) is chosen unless its score is worse than the best single
         node's by more than one standard error of that node's fold scores (the one-standard-error
         rule, Breiman et al. 1984); otherwise the best node.
         """
@@ -351,7 +415,7 @@ class Search:
         best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
         if not ensembles:
             return best
-        ens = ensembles[-1]
+        ens = min(reversed(ensembles), key=lambda n: -n.score if self.task.higher_is_better else n.score)
         rows = self.labels.validated_rows
         try:
             oof = read_predictions(self.task, self.node_dir(best) / OOF_PATH, OOF_PATH, rows)
@@ -390,7 +454,6 @@ class Search:
         Returns:
             The ``best`` folder, or None when there is no valid node.
         """
-        from mcgs.ensemble import render_ensemble_program
 
         node = node or self.best_node
         if node is None:
@@ -401,17 +464,10 @@ class Search:
         link = best / "input"
         if not link.is_symlink():
             link.symlink_to(os.path.relpath(self.input_dir, best), target_is_directory=True)
-        code = node.code
         if node.operator is Operator.ENSEMBLE:
-            by_id = {n.id: n for n in self.nodes()}
-            weights = {}
-            for member_id, weight in node.config["weights"].items():
-                member = self.node_dir(by_id[int(member_id)])
-                for name in (OOF_PATH, TEST_PRED_PATH):
-                    _atomic_copy(member / name, best / "members" / member.name / name)
-                weights[f"members/{member.name}"] = weight
-            code = render_ensemble_program(weights, node.plan)
-        _atomic_write(best / "solution.py", code.encode())
+            shutil.rmtree(best / "members", ignore_errors=True)
+            self._copy_members(node, best)
+        _atomic_write(best / "solution.py", node.code.encode())
         _atomic_copy(ws / SUBMISSION_PATH, best / "submission.csv")
         info = {
             "node": node.seq,

@@ -6,6 +6,8 @@ Settings come from arguments, then environment variables prefixed ``MCGS_`` (e.g
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -65,6 +67,29 @@ class SearchSettings(BaseSettings):
         ensemble_reserve_s: Seconds of the wall budget reserved for that final step (at most
             a tenth of the budget).
         ensemble_max_members: The best this-many valid nodes are the ensemble's candidates.
+        policy: ``mcgs`` (the Monte Carlo Graph Search: UCT plus Evolve, Fusion, Aggregate and
+            ensembles during the search, with credit along fuses/references edges), ``tree``
+            (the same UCT tree without any graph operator, as ML-Master) or ``greedy`` (AIDE's
+            policy: drafts, then debug a buggy leaf with probability ``debug_prob``, else improve
+            the best node). All three end with the same final ensemble, so they compare on
+            equal terms.
+        debug_prob: Probability that the greedy policy debugs a buggy leaf instead of improving
+            the best node. 0.5 in AIDE (``search.debug_prob``).
+        branch_stagnation: A branch is stagnant when its last this-many successful nodes did not
+            beat its best (3, DESIGN §4); its best node then gets Evolve and Fusion children.
+        global_stagnation: The search is stagnant when its last this-many finished nodes set no
+            new global best (4, DESIGN §4); with two good branches or more, Aggregate runs.
+        graph_children: Evolve plus Fusion children one node may have.
+        max_fusion_refs: Nodes of other branches a Fusion takes (best 1-2; at most 5 references).
+        credit_share: Share of a node's reward (and visit) credited to each fuses/references
+            source and its primary ancestors, so ideas that help other branches earn credit.
+        ensemble_every: Build an ensemble node during the search each time this many new valid
+            nodes have appeared since the last one (0 = only at the end); ``mcgs`` policy only.
+        exploit_start, exploit_full: Fractions of the budget between which the share of
+            selections taken from the global top-K rises linearly from 0 to
+            ``exploit_max_share`` (about 50-70 %, as in ML-Master's switch to exploitation).
+        exploit_top_k: K of that global top-K.
+        exploit_per_branch: At most this many of the top-K come from one branch.
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
         keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
@@ -90,6 +115,19 @@ class SearchSettings(BaseSettings):
     ensemble: bool = True
     ensemble_reserve_s: float = Field(20.0, ge=0)
     ensemble_max_members: int = Field(30, ge=1)
+    policy: Literal["mcgs", "tree", "greedy"] = "mcgs"
+    debug_prob: float = Field(0.5, ge=0, le=1)
+    branch_stagnation: int = Field(3, ge=1)
+    global_stagnation: int = Field(4, ge=1)
+    graph_children: int = Field(2, ge=0)
+    max_fusion_refs: int = Field(2, ge=1, le=5)
+    credit_share: float = Field(0.5, ge=0, le=1)
+    ensemble_every: int = Field(10, ge=0)
+    exploit_start: float = Field(0.5, ge=0, le=1)
+    exploit_full: float = Field(0.7, ge=0, le=1)
+    exploit_max_share: float = Field(0.5, ge=0, le=1)
+    exploit_top_k: int = Field(3, ge=1)
+    exploit_per_branch: int = Field(2, ge=1)
     seed: int = 0
     keep_workspaces: bool = False
 
@@ -98,4 +136,6 @@ class SearchSettings(BaseSettings):
         a, b = self.uct_decay_phases
         if not 0 <= a <= b <= 1:
             raise ValueError(f"uct_decay_phases must satisfy 0 <= start <= end <= 1, got {self.uct_decay_phases}")
+        if self.exploit_full < self.exploit_start:
+            raise ValueError(f"exploit_full ({self.exploit_full}) must not be below exploit_start ({self.exploit_start})")
         return self

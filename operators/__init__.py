@@ -2,7 +2,11 @@
 
 An operator is a plain function ``build_request(context, expansion) -> CoderRequest``
 (aira-dojo style: operators are functions, prompts and recipes are templates). The engine
-turns the coder's answer into a node and records the operator on the node and its edge.
+turns the coder's answer into a node and records the operator on the node and its edges
+(``derives`` from the primary parent; ``fuses`` from Fusion/Aggregate inputs; ``references``
+from the history Evolve read). Every program then passes the static
+:mod:`~mcgs.operators.code_review` before it runs; Ensemble nodes are built by the engine
+(:meth:`mcgs.search.Search.build_ensemble`).
 Installed as ``mcgs.operators``.
 """
 
@@ -12,7 +16,7 @@ from typing import Callable
 
 from mcgs.coders import CoderRequest
 from mcgs.node import Operator
-from mcgs.operators import debug, draft, improve
+from mcgs.operators import aggregate, debug, draft, evolve, fusion, improve
 from mcgs.operators.context import OperatorContext
 from mcgs.policy import Expansion
 
@@ -22,6 +26,9 @@ OPERATORS: dict[Operator, Callable[[OperatorContext, Expansion], CoderRequest]] 
     Operator.DRAFT: draft.build_request,
     Operator.DEBUG: debug.build_request,
     Operator.IMPROVE: improve.build_request,
+    Operator.EVOLVE: evolve.build_request,
+    Operator.FUSION: fusion.build_request,
+    Operator.AGGREGATE: aggregate.build_request,
 }
 
 

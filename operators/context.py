@@ -66,4 +66,5 @@ class OperatorContext:
             seed=self.seed,
             per_run_timeout_s=self.settings.per_run_timeout_s,
             reason=exp.reason,
+            references=tuple(self.node(r) for r in exp.references),
         )

@@ -9,20 +9,34 @@ import pytest
 
 from mcgs.graph import build_graph
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
-from mcgs.policy import compute_reward, debug_depth, exploration_constant, improve_tier, select_expansion, tree_stats, uct_value
+from mcgs.policy import (
+    compute_reward,
+    debug_depth,
+    exploration_constant,
+    improve_tier,
+    is_branch_stagnant,
+    is_globally_stagnant,
+    select_expansion,
+    tree_stats,
+    uct_value,
+)
 from mcgs.settings import SearchSettings
 
-S = SearchSettings()
+S = SearchSettings(policy="tree")  # pure UCT; the graph operators are tested below with policy="mcgs"
+M = SearchSettings(policy="mcgs")
 V, B, R = NodeState.VALID, NodeState.BUGGY, NodeState.RUNNING
 
 
-def graph(spec):
-    """spec: list of (id, parent, operator, state, score, reward)."""
+def graph(spec, extra_edges=()):
+    """spec: list of (id, parent, operator, state, score, reward); extra_edges: (src, dst, kind)."""
     nodes = [FrozenNode(id=0, seq=0, parent_id=None, operator=Operator.ROOT, state=NodeState.ROOT)]
     edges = []
+    ops = {}
     for i, (nid, parent, op, state, score, reward) in enumerate(spec, start=1):
         nodes.append(FrozenNode(id=nid, seq=i, parent_id=parent, operator=op, state=state, score=score, reward=reward))
         edges.append(FrozenEdge(src=parent, dst=nid, kind=EdgeKind.DERIVES, operator=op))
+        ops[nid] = op
+    edges += [FrozenEdge(src=a, dst=b, kind=k, operator=ops[b]) for a, b, k in extra_edges]
     return build_graph(nodes, edges)
 
 
@@ -182,3 +196,101 @@ def test_improve_tier_escalates_with_branch_patience():
     assert improve_tier(graph(spec[:3]), 3, s, True) == 0  # 2 since best
     assert improve_tier(graph(spec[:4]), 4, s, True) == 1  # 3 since best
     assert improve_tier(g, 8, s, True) == 2  # 7 since best
+
+
+# ----------------------------------------------------------------- the graph (policy="mcgs")
+
+EVO, FUS, AGG = Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE
+
+
+def stagnant_branch():
+    """Branch 1 (best 0.80 at its draft) followed by three improve steps that did not beat it;
+    branch 2 a good draft (0.78); branch 3 a failed draft; drafts complete."""
+    return [
+        (1, 0, D, V, 0.80, 2.0),
+        (2, 0, D, V, 0.78, 0.8),
+        (3, 0, D, B, None, -1.0),
+        (4, 0, D, V, 0.60, 0.0),
+        (5, 0, D, B, None, -1.0),
+        (11, 1, IMP, V, 0.79, 0.9),
+        (12, 1, IMP, V, 0.795, 0.95),
+        (13, 11, IMP, V, 0.81, 2.0),  # a new best: branch 1's best is now node 13
+        (14, 13, IMP, V, 0.80, 0.9),
+        (15, 13, IMP, V, 0.805, 0.95),
+        (16, 14, IMP, V, 0.79, 0.8),
+    ]
+
+
+def test_branch_and_global_stagnation_by_hand():
+    g = graph(stagnant_branch())
+    assert is_branch_stagnant(g, 1, M, True)  # 14, 15, 16 after the best (13)
+    assert not is_branch_stagnant(graph(stagnant_branch()[:-1]), 1, M, True)  # only two
+    assert not is_branch_stagnant(g, 2, M, True)
+    # the last four finished nodes: 13 set a new best, so not yet stagnant globally
+    assert not is_globally_stagnant(g, M)
+    assert is_globally_stagnant(graph(stagnant_branch() + [(17, 2, IMP, V, 0.70, 0.1)]), M)
+
+
+def test_stagnant_branch_best_gets_fusion_then_evolve():
+    g = graph(stagnant_branch())
+    s = M.model_copy(update={"uct_c_start": 0.0, "uct_c_end": 0.0})
+    exp = select_expansion(g, s, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert (exp.parent_id, exp.operator) == (13, FUS)
+    assert exp.references == (2, 4)  # the bests of the other good branches, best first
+    # after a fusion child, the next graph move on that node is Evolve over the branch history
+    g2 = graph(stagnant_branch() + [(20, 13, FUS, R, None, None)], [(13, 20, EdgeKind.FUSES), (2, 20, EdgeKind.FUSES)])
+    exp2 = select_expansion(g2, s, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert (exp2.parent_id, exp2.operator) == (13, EVO)
+    assert set(exp2.references) == {1, 11, 12, 14, 15, 16}
+    # the tree policy never uses graph operators
+    for seed in range(20):
+        t = select_expansion(g, s.model_copy(update={"policy": "tree"}), progress=0.0, higher_is_better=True, rng=random.Random(seed))
+        assert t.operator in (IMP, DBG, D)
+
+
+def test_global_stagnation_with_two_good_branches_aggregates_once():
+    spec = stagnant_branch() + [(17, 2, IMP, V, 0.70, 0.1)]
+    exp = select_expansion(graph(spec), M, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert exp.parent_id == 0 and exp.operator is AGG
+    assert exp.references == (13, 2, 4)
+    after = spec + [(30, 0, AGG, V, 0.70, 0.1)]
+    again = select_expansion(graph(after), M, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert again.operator is not AGG  # not twice in one stagnation spell
+
+
+def test_credit_reaches_fusion_sources():
+    spec = stagnant_branch() + [(20, 13, FUS, V, 0.85, 2.0)]
+    plain = tree_stats(graph(spec), credit_share=0.5)
+    fused = tree_stats(graph(spec, [(13, 20, EdgeKind.FUSES), (2, 20, EdgeKind.FUSES)]), credit_share=0.5)
+    # the other branch's best (2) and its draft ancestor chain get half a visit and half the reward
+    assert fused[2].visits == plain[2].visits + 0.5
+    assert fused[2].value == pytest.approx(plain[2].value + 1.0)
+    # the primary path of the fusion node is credited once, not twice
+    assert fused[13].visits == plain[13].visits and fused[1].visits == plain[1].visits
+    assert fused[0].visits == plain[0].visits  # the root is on the fusion node's own path
+
+
+def test_virtual_loss_sends_a_second_worker_to_another_branch():
+    # two equal branches; a worker is already running a child of draft 1
+    spec = [(1, 0, D, V, 0.80, 1.0), (2, 0, D, V, 0.80, 1.0), (3, 0, D, B, None, -1.0), (4, 0, D, B, None, -1.0), (5, 0, D, B, None, -1.0)]
+    s = S.model_copy(update={"max_debug_depth": 0})
+    g = graph(spec + [(6, 1, IMP, R, None, None)])
+    for seed in range(10):
+        exp = select_expansion(g, s, progress=0.0, higher_is_better=True, rng=random.Random(seed))
+        assert exp.parent_id == 2
+    # without the in-flight node the two branches tie and either may be chosen
+    picks = {select_expansion(graph(spec), s, progress=0.0, higher_is_better=True, rng=random.Random(k)).parent_id for k in range(20)}
+    assert picks == {1, 2}
+
+
+def test_greedy_policy_is_aides():
+    s = SearchSettings(policy="greedy")
+    g = graph(five_drafts())
+    picks = [select_expansion(g, s, progress=0.0, higher_is_better=True, rng=random.Random(k)) for k in range(200)]
+    debug = [p for p in picks if p.operator is DBG]
+    improve = [p for p in picks if p.operator is IMP]
+    assert 70 <= len(debug) <= 130 and len(debug) + len(improve) == 200
+    assert {p.parent_id for p in debug} <= {3, 7, 9}  # failed leaves within the debug depth
+    assert {p.parent_id for p in improve} == {1}  # always the best node
+    few = graph(HAND[:2])
+    assert select_expansion(few, s, progress=0.0, higher_is_better=True, rng=random.Random(0)).operator is D

@@ -22,7 +22,7 @@ class CoderRequest:
     """What an operator asks a coder for.
 
     Attributes:
-        operator: DRAFT, DEBUG or IMPROVE.
+        operator: DRAFT, DEBUG, IMPROVE, EVOLVE, FUSION or AGGREGATE.
         task: The task.
         profile: Data profile (:func:`mcgs.profile.profile_task`).
         parent: The primary parent (None for a draft).
@@ -32,6 +32,8 @@ class CoderRequest:
         seed: Seed for this node's program.
         per_run_timeout_s: Time limit the program will get, seconds.
         reason: Why the policy chose this expansion.
+        references: Other nodes the operator reads: Fusion's and Aggregate's inputs (best
+            first), or the branch history Evolve learns from (in creation order).
     """
 
     operator: Operator
@@ -44,6 +46,7 @@ class CoderRequest:
     seed: int = 0
     per_run_timeout_s: float = 300.0
     reason: str = ""
+    references: tuple[FrozenNode, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

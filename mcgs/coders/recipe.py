@@ -16,6 +16,11 @@ feature blocks' templates. Operators act on the config (DESIGN §5):
 * **Debug** maps failure classes to fixes: a timeout or memory error makes the program
   cheaper, a missing package switches the model family, anything else falls back to the
   nearest valid ancestor's config or to the cheapest applicable recipe.
+* **Evolve** reads the branch's trajectory: every change that improved on its parent is
+  re-applied to the branch best when the best lacks it; when none is left, it tries a change
+  nobody on the branch tried.
+* **Fusion** and **Aggregate** merge nodes: the strongest input's model and parameters, the
+  union of all inputs' feature blocks, and the most seeds any input averaged.
 """
 
 from __future__ import annotations
@@ -138,6 +143,10 @@ class RecipeCoder:
             config, plan = self._debug(request, rng)
         elif request.operator is Operator.IMPROVE:
             config, plan = self._improve(request, rng)
+        elif request.operator is Operator.EVOLVE:
+            config, plan = self._evolve(request, rng)
+        elif request.operator in (Operator.FUSION, Operator.AGGREGATE):
+            config, plan = self._merge(request, rng)
         else:
             raise ValueError(f"the recipe coder cannot serve operator {request.operator.value!r}")
         config["seed"] = request.seed
@@ -261,6 +270,77 @@ class RecipeCoder:
         new["features"] = dict(config["features"])
         new["change"] = f"strategy:model:{choice}"
         return new, f"switch model family to {get_entry(choice).title}, keeping the feature blocks"
+
+    def _evolve(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
+        best = req.parent
+        assert best is not None
+        config = copy.deepcopy(best.config)
+        by_id = {n.id: n for n in (best, *req.references)}
+        helped = []  # (node, parent) pairs where the node's change beat its parent
+        for n in req.references:
+            p = by_id.get(n.parent_id)
+            if n.is_valid and p is not None and p.is_valid and n.config and p.config:
+                gain = (n.score - p.score) if req.task.higher_is_better else (p.score - n.score)
+                if gain > 0 and n.config.get("model") == p.config.get("model"):
+                    helped.append((gain, n, p))
+        applied = []
+        for _, n, p in sorted(helped, key=lambda t: -t[0]):
+            if n.config.get("model") != config["model"]:
+                continue
+            for k, v in n.config["params"].items():
+                if p.config["params"].get(k) != v and config["params"].get(k) != v:
+                    config["params"][k] = v
+                    applied.append(f"{k}={v} (node {n.seq})")
+            for f, on in n.config["features"].items():
+                if p.config["features"].get(f) != on and config["features"].get(f) != on:
+                    config["features"][f] = on
+                    applied.append(f"{'add' if on else 'drop'} {f} (node {n.seq})")
+            if n.config.get("n_seeds", 1) > p.config.get("n_seeds", 1) > 0 and config.get("n_seeds", 1) < n.config["n_seeds"]:
+                config["n_seeds"] = n.config["n_seeds"]
+                applied.append(f"{n.config['n_seeds']} seeds (node {n.seq})")
+        tried = self._changes(req.references)
+        if applied:
+            config["change"] = "evolve:reapply"
+            desc = "re-apply the changes that helped elsewhere on the branch: " + ", ".join(applied)
+        else:
+            feats = _feature_entries(req.profile)
+            untried = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in tried]
+            if untried:
+                flag = rng.choice(untried)
+                config["features"][flag] = not config["features"].get(flag, False)
+                config["change"] = f"feature:{flag}"
+                desc = f"no change on the branch helped; try what nobody tried: {'add' if config['features'][flag] else 'drop'} {flag}"
+            else:
+                config, change = self._mutate_params(config, get_entry(config["model"]), rng, avoid=tried)
+                desc = f"no change on the branch helped; untried parameter move: {change}"
+        n_valid = sum(1 for n in req.references if n.is_valid)
+        plan = f"Evolve node {best.seq} (branch best, score {best.score}) from its branch's {len(req.references)} other nodes ({n_valid} valid, {len(helped)} improved on their parent): {desc}."
+        return config, plan
+
+    def _merge(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
+        inputs = [n for n in ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references if n is not None and n.is_valid and n.config]
+        if not inputs:
+            raise ValueError(f"{req.operator.value} needs at least one valid input with a recipe config")
+        strongest = min(inputs, key=lambda n: (-n.score if req.task.higher_is_better else n.score, n.seq))
+        config = copy.deepcopy(strongest.config)
+        for n in inputs:
+            for f, on in n.config["features"].items():
+                config["features"][f] = bool(config["features"].get(f)) or bool(on)
+            config["n_seeds"] = max(config.get("n_seeds", 1), n.config.get("n_seeds", 1))
+        extra = ""
+        if config["features"] == strongest.config["features"] and config["n_seeds"] == strongest.config.get("n_seeds", 1):
+            # nothing to merge: the inputs share every block; average seeds instead of copying
+            config["n_seeds"] = max(3, config["n_seeds"])
+            extra = "; the inputs share every feature block, so average 3 seeds per fold"
+        config["change"] = f"{req.operator.value}:merge"
+        on = sorted(f for f, v in config["features"].items() if v)
+        names = ", ".join(f"node {n.seq} ({get_entry(n.config['model']).title.split(' (')[0]}, {n.score:.6g})" for n in inputs)
+        plan = (
+            f"{req.operator.value.capitalize()} of {names}: keep the strongest model (node {strongest.seq}, "
+            f"{get_entry(config['model']).title}) with its parameters, and the union of the inputs' feature blocks "
+            f"({', '.join(on) or 'none'}){extra}."
+        )
+        return config, plan
 
     def _debug(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
         parent = req.parent

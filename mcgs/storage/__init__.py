@@ -78,6 +78,7 @@ def _node(m: NodeModel) -> FrozenNode:
         finished_at=m.finished_at,
         workspace=m.workspace,
         depth=m.depth,
+        review=json.loads(m.review_json or "{}"),
     )
 
 
@@ -208,11 +209,13 @@ class Storage:
         knowledge_ids: Iterable[str] = (),
         extra_edges: Iterable[tuple[int, EdgeKind, dict[str, Any]]] = (),
         state: NodeState = NodeState.PENDING,
+        review: dict[str, Any] | None = None,
     ) -> FrozenNode:
         """Insert a node with its ``derives`` edge (and any extra typed edges) atomically.
 
         Args:
             extra_edges: ``(src_id, kind, data)`` triples for fuses/references/ensembles.
+            review: The Code Review verdict to store with the node.
         """
         with self._session.begin() as s:
             parent = s.get(NodeModel, parent_id)
@@ -230,6 +233,7 @@ class Storage:
                 code=code,
                 config_json=json.dumps(config or {}),
                 knowledge_ids_json=json.dumps(list(knowledge_ids)),
+                review_json=json.dumps(review or {}),
             )
             s.add(m)
             s.flush()

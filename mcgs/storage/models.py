@@ -12,7 +12,7 @@ import datetime as _dt
 from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def utcnow() -> _dt.datetime:
@@ -66,6 +66,7 @@ class NodeModel(Base):
     code: Mapped[str] = mapped_column(Text, default="")
     config_json: Mapped[str] = mapped_column(Text, default="{}")
     knowledge_ids_json: Mapped[str] = mapped_column(Text, default="[]")
+    review_json: Mapped[str] = mapped_column(Text, default="{}")
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     reward: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
