@@ -47,6 +47,13 @@ def finished(run_dir: Path) -> bool:
         con.close()
 
 
+def _commit() -> str:
+    import subprocess
+
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).resolve().parent)
+    return r.stdout.strip() or "unknown"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", type=Path, default=Path("../shared/data"), help="folder holding <id>/raw for each competition")
@@ -63,6 +70,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
         "time_budget": args.time_budget,
         "command": " ".join(sys.argv),
+        "commit": _commit(),
         "competitions": {},
     }
     for comp in [c.strip() for c in args.competitions.split(",") if c.strip()]:
@@ -103,7 +111,7 @@ def main() -> int:
         lines = [
             f"# MLE-bench runs ({results['date']})",
             "",
-            f"Machine: {results['machine']}. Budget per run: {args.time_budget}. Command: `{results['command']}`",
+            f"Machine: {results['machine']}. Commit {results['commit']}. Budget per run: {args.time_budget}. Command: `{results['command']}`",
             "",
             "| competition | seeds | valid | nodes (min) | median private score | grader median | beats median | medals |",
             "|---|---|---|---|---|---|---|---|",
@@ -111,6 +119,12 @@ def main() -> int:
         for comp, c in results["competitions"].items():
             medals = ", ".join("gold" if x.get("gold_medal") else "silver" if x.get("silver_medal") else "bronze" if x.get("bronze_medal") else "-" for x in c["runs"])
             lines.append(f"| {comp} | {len(c['runs'])} | {c['valid_submissions']} | {min(x['nodes'] for x in c['runs'])} | {c['median_score']} | {c['median_threshold']} | {c['median_beats_median']} | {medals} |")
+        lines += ["", "Per run:", "", "| competition | seed | nodes (valid) | CV score | private score | medal | wall s | candidates alive after exit |", "|---|---|---|---|---|---|---|---|"]
+        for comp, c in results["competitions"].items():
+            for x in c["runs"]:
+                medal = "gold" if x.get("gold_medal") else "silver" if x.get("silver_medal") else "bronze" if x.get("bronze_medal") else "-"
+                cv = f"{x['cv']:.5f}" if isinstance(x.get("cv"), float) else x.get("cv")
+                lines.append(f"| {comp} | {x['seed']} | {x['nodes']} ({x['valid_nodes']}) | {cv} | {x.get('score')} | {medal} | {x['wall_s']} | {x['candidates_alive_after_exit']} |")
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text("\n".join(lines) + "\n")
     return 0
