@@ -76,13 +76,17 @@ def _sigterm_as_interrupt():
 
 
 def _stop_on_signals(search) -> None:
-    """Ctrl-C and SIGTERM stop the search. The handler also sets the search's stop flag, so a
-    KeyboardInterrupt that Python swallows (one landing inside an at-fork hook while a
-    candidate starts) still stops the run."""
+    """Ctrl-C and SIGTERM stop the search in order: the first signal only sets the search's stop
+    flag, which the loop, the sandbox (within its poll interval) and every worker check, so the
+    running candidates are killed and recorded ``interrupted`` and :meth:`Search.run` raises
+    KeyboardInterrupt itself. Raising from the handler instead could land between a
+    candidate's start and its supervision and leave it running. A second signal interrupts at
+    once."""
 
     def handler(signum, frame):
+        if search.stop_requested:
+            raise KeyboardInterrupt(f"signal {signum} (second)")
         search.request_stop()
-        raise KeyboardInterrupt(f"signal {signum}")
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, handler)
@@ -187,6 +191,8 @@ def run(
     seed: int = typer.Option(0, help="Seed of the search."),
     max_nodes: Optional[int] = typer.Option(None, help="Stop after this many finished nodes."),
     memory_mb: int = typer.Option(8192, help="Memory limit of one candidate, MiB."),
+    workers: int = typer.Option(1, min=1, help="Candidates run at once; each gets an equal share of --cpu-threads."),
+    cpu_threads: int = typer.Option(2, min=1, help="Threads all running candidates may use together (cores to give the search)."),
     policy: str = typer.Option(
         "mcgs",
         help="Search policy: mcgs (UCT + Evolve/Fusion/Aggregate/ensembles), tree (UCT only) or greedy (AIDE's).",
@@ -206,6 +212,8 @@ def run(
             seed=seed,
             max_nodes=max_nodes,
             memory_mb=memory_mb,
+            workers=workers,
+            cpu_threads=cpu_threads,
             policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
         )
         search = create_search(task, out_dir, settings=settings)

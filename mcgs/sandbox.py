@@ -34,6 +34,7 @@ well-behaved clients.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -419,9 +420,15 @@ class _Runner:
         self.returncode: int | None = None
         self.root_maxrss_bytes = 0
         try:
-            self.root = psutil.Process(self.pid)
-        except psutil.NoSuchProcess:  # cannot happen before we reap it; be safe anyway
-            self.root = None
+            try:
+                self.root = psutil.Process(self.pid)
+            except psutil.NoSuchProcess:  # cannot happen before we reap it; be safe anyway
+                self.root = None
+        except BaseException:  # e.g. KeyboardInterrupt before supervision starts: no orphan
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, signal.SIGKILL)
+            self.popen.wait()
+            raise
 
     # -- waiting ---------------------------------------------------------------------------
 
