@@ -27,7 +27,14 @@ from mcgs.evaluation import score_predictions
 from mcgs.metrics import get_metric
 from mcgs.task import TaskSpec
 
-__all__ = ["EnsembleSelection", "greedy_selection", "fold_standard_error", "selection_score", "render_ensemble_program"]
+__all__ = [
+    "EnsembleSelection",
+    "greedy_selection",
+    "fold_standard_error",
+    "selection_score",
+    "render_ensemble_program",
+    "render_stacking_program",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,5 +135,24 @@ def render_ensemble_program(members: Mapping[str, int], plan: str) -> str:
         title="mcgs ensemble node",
         plan=plan,
         members=repr(dict(members)),
+        contract_version=CONTRACT_VERSION,
+    )
+
+
+def render_stacking_program(members: list[str], plan: str) -> str:
+    """The program of a stacking ensemble node (``ensemble_method="stacking"``): a
+    second-level model on the members' OOF predictions, cross-validated on the task's folds.
+
+    Args:
+        members: member workspaces, relative to the ensemble's workspace.
+        plan: Text placed in the docstring.
+    """
+    from mcgs.contract import CONTRACT_VERSION
+    from mcgs.knowledge_base import template_environment
+
+    return template_environment().get_template("stacking.py.j2").render(
+        title="mcgs stacking node",
+        plan=plan,
+        members=repr(list(members)),
         contract_version=CONTRACT_VERSION,
     )

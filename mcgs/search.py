@@ -146,6 +146,12 @@ class Search:
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._ensemble_checked = 0  # valid search nodes when ensemble selection last ran
+        self._verdict_lock = threading.RLock()
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once :meth:`request_stop` was called."""
+        return self._stop.is_set()
 
     def request_stop(self) -> None:
         """Ask a running search to stop (thread- and signal-safe): the running candidate is
@@ -190,14 +196,17 @@ class Search:
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
         try:
-            while True:
-                if self._stop.is_set():
-                    raise KeyboardInterrupt("stop requested")
-                reason = self._budget_exhausted()
-                if reason:
-                    self.stop_reason = reason
-                    break
-                self.step()
+            if self.settings.workers > 1:
+                self._run_workers()
+            else:
+                while True:
+                    if self._stop.is_set():
+                        raise KeyboardInterrupt("stop requested")
+                    reason = self._budget_exhausted()
+                    if reason:
+                        self.stop_reason = reason
+                        break
+                    self.step()
             if self.settings.ensemble:
                 self.build_ensemble()
         except BaseException:
@@ -216,27 +225,81 @@ class Search:
             return 0.0
         return min(self.settings.ensemble_reserve_s, 0.1 * self.clock.budget_s)
 
-    def _budget_exhausted(self) -> str | None:
+    def _budget_exhausted(self, in_flight: int = 0) -> str | None:
+        """Why no new candidate may start (``in_flight`` candidates count against the node
+        budget), or None."""
         if self.clock.remaining - self._reserve_s < MIN_CANDIDATE_S:
             return "time budget spent"
         if self.settings.max_nodes is not None:
             done = sum(1 for n in self.nodes() if n.state.is_finished() and n.operator is not Operator.ENSEMBLE)
-            if done >= self.settings.max_nodes:
+            if done + in_flight >= self.settings.max_nodes:
                 return "node budget spent"
         return None
+
+    def _run_workers(self) -> None:
+        """Keep ``settings.workers`` candidates running at once (DESIGN §7).
+
+        Only this thread selects and writes programs; worker threads each drive one sandbox
+        process with ``cpu_threads // workers`` threads. A launched node is stored PENDING at
+        once, so the next selection sees it as an in-flight visit with the virtual loss and
+        goes elsewhere. Coordination is through the storage (SQLite in WAL mode).
+        """
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        workers = self.settings.workers
+        in_flight: dict = {}
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcgs-worker")
+        try:
+            while True:
+                if self._stop.is_set():
+                    raise KeyboardInterrupt("stop requested")
+                while len(in_flight) < workers:
+                    reason = self._budget_exhausted(in_flight=len(in_flight))
+                    if reason:
+                        self.stop_reason = reason
+                        break
+                    launched = self._launch()
+                    if launched is None:
+                        continue  # finished without running (rejected, or an ensemble built inline)
+                    node, timeout, seed = launched
+                    in_flight[pool.submit(self._execute, node, timeout, seed)] = node
+                if not in_flight:
+                    break
+                done, _ = wait(list(in_flight), timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    in_flight.pop(fut)
+                    fut.result()  # re-raise a worker's error (or its KeyboardInterrupt on stop)
+        except BaseException:
+            self._stop.set()  # workers kill their candidates and return
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
     def step(self) -> FrozenNode:
         """Expand one node: select, write, review, run, evaluate, persist. Returns the
         finished node. With ``policy="mcgs"``, an ensemble node is built first whenever
         ``ensemble_every`` new valid nodes have appeared since the last one."""
+        launched = self._launch()
+        if launched is None:
+            return self.nodes()[-1]
+        node, timeout, seed = launched
+        return self._execute(node, timeout, seed=seed)
+
+    def _launch(self) -> tuple[FrozenNode, float, int] | None:
+        """Select, write, review and store the next node.
+
+        Returns:
+            ``(node, timeout_s, seed)`` of a PENDING node ready to run, or None when the step
+            finished without a candidate to run (a program the Code Review rejected, or an
+            in-search ensemble, which is built and run here).
+        """
         from mcgs.operators import OperatorContext, build_request
         from mcgs.operators.code_review import review_program
 
         g = self.graph()
         if self._ensemble_due(g):
-            ens = self.build_ensemble(reason="ensemble during the search")
-            if ens is not None:
-                return ens
+            if self.build_ensemble(reason="ensemble during the search") is not None:
+                return None
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
@@ -259,18 +322,19 @@ class Search:
             review=review.as_dict(),
         )
         if review.rejected:
-            prior = [n.score for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
-            finished = self.storage.finish_node(
-                node.id,
-                state=NodeState.REJECTED,
-                reward=compute_reward(NodeState.REJECTED, None, prior, self.task.higher_is_better),
-                error="code review rejected the program: " + "; ".join(review.reasons),
-                runtime_s=0.0,
-            )
-            self._after_node(finished, prior)
-            return finished
+            with self._verdict_lock:
+                prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
+                finished = self.storage.finish_node(
+                    node.id,
+                    state=NodeState.REJECTED,
+                    reward=compute_reward(NodeState.REJECTED, None, prior, self.task.higher_is_better),
+                    error="code review rejected the program: " + "; ".join(review.reasons),
+                    runtime_s=0.0,
+                )
+                self._after_node(finished, prior)
+            return None
         timeout = min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
-        return self._execute(node, timeout, seed=ctx.seed)
+        return node, timeout, ctx.seed
 
     def _ensemble_due(self, g) -> bool:
         """True when the mcgs policy should build an ensemble now: ``ensemble_every`` valid
@@ -286,13 +350,13 @@ class Search:
 
     def _execute(self, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
         """Run a stored node's program in its workspace, evaluate it, and persist the verdict."""
-        prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
         ws = prepare_workspace(self.input_dir, self.node_dir(node), node.code)
         if node.operator is Operator.ENSEMBLE:
             self._copy_members(node, ws)
         self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
         timeout = max(1.0, timeout)
-        limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=self.settings.cpu_threads)
+        threads = max(1, self.settings.cpu_threads // self.settings.workers)
+        limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=threads)
         result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)}, cancel=self._stop)
         if self._stop.is_set():  # stopped by the user: no verdict on the program
             raise KeyboardInterrupt("stop requested")
@@ -308,22 +372,24 @@ class Search:
                 score = evaluate_workspace(self.labels, ws).score
             except OutputError as exc:
                 state, error = NodeState.INVALID_OUTPUT, str(exc)
-        reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
         if state is NodeState.BUGGY and result.traceback_tail:
             error = f"{error}\n{result.traceback_tail}" if error else result.traceback_tail
-        finished = self.storage.finish_node(
-            node.id,
-            state=state,
-            score=score,
-            reward=reward,
-            error=error,
-            stdout_tail=result.stdout_tail,
-            stderr_tail=result.stderr_tail,
-            runtime_s=result.runtime_s,
-        )
         if state is not NodeState.VALID and not self.settings.keep_workspaces:
             shutil.rmtree(ws / "working", ignore_errors=True)
-        self._after_node(finished, prior)
+        with self._verdict_lock:  # one verdict at a time: rewards see every earlier verdict
+            prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
+            reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
+            finished = self.storage.finish_node(
+                node.id,
+                state=state,
+                score=score,
+                reward=reward,
+                error=error,
+                stdout_tail=result.stdout_tail,
+                stderr_tail=result.stderr_tail,
+                runtime_s=result.runtime_s,
+            )
+            self._after_node(finished, prior)
         return finished
 
     def build_ensemble(self, reason: str = "final ensemble") -> FrozenNode | None:
@@ -340,7 +406,7 @@ class Search:
         Returns:
             The ensemble node, or None when fewer than two nodes are worth combining.
         """
-        from mcgs.ensemble import greedy_selection, render_ensemble_program
+        from mcgs.ensemble import greedy_selection, render_ensemble_program, render_stacking_program
         from mcgs.evaluation import read_predictions
 
         members = [n for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
@@ -364,14 +430,21 @@ class Search:
             return None
         by_id = {n.id: n for n in members}
         weights = {f"members/{self.node_dir(by_id[i]).name}": w for i, w in sel.weights.items()}
-        plan = (
-            f"[{reason}] Greedy forward selection with replacement over the OOF predictions of the best "
-            f"{len(oofs)} valid nodes ({sel.criterion} {sel.criterion_value:.6g}); members (node seq: weight) "
-            + ", ".join(f"{by_id[i].seq}: {w}" for i, w in sel.weights.items())
-        )
+        if self.settings.ensemble_method == "stacking":
+            plan = (
+                f"[{reason}] Stacking: a second-level model on the OOF predictions of the {len(sel.weights)} nodes that greedy "
+                f"forward selection kept from the best {len(oofs)} valid nodes (node seq) " + ", ".join(str(by_id[i].seq) for i in sel.weights)
+            )
+            code = render_stacking_program(list(weights), plan)
+        else:
+            plan = (
+                f"[{reason}] Greedy forward selection with replacement over the OOF predictions of the best "
+                f"{len(oofs)} valid nodes ({sel.criterion} {sel.criterion_value:.6g}); members (node seq: weight) "
+                + ", ".join(f"{by_id[i].seq}: {w}" for i, w in sel.weights.items())
+            )
+            code = render_ensemble_program(weights, plan)
         from mcgs.operators.code_review import review_program
 
-        code = render_ensemble_program(weights, plan)
         review = review_program(code)
         root = next(n for n in self.nodes() if n.parent_id is None)
         node = self.storage.add_node(
@@ -380,7 +453,7 @@ class Search:
             operator=Operator.ENSEMBLE,
             plan=plan,
             code=review.code,
-            config={"weights": {str(i): w for i, w in sel.weights.items()}, "criterion": sel.criterion},
+            config={"weights": {str(i): w for i, w in sel.weights.items()}, "criterion": sel.criterion, "method": self.settings.ensemble_method},
             extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
             review=review.as_dict(),
         )

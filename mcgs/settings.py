@@ -45,7 +45,10 @@ class SearchSettings(BaseSettings):
             ``min(per_run_timeout_s, remaining budget)``).
         max_nodes: Node budget (None = unlimited); the run stops at whichever budget ends first.
         memory_mb: Memory limit of one candidate, MiB.
-        cpu_threads: Threads a candidate may use (BLAS/OpenMP/LightGBM), default 2 cores.
+        cpu_threads: Threads all running candidates may use together (BLAS/OpenMP/LightGBM),
+            default 2 cores; each of ``workers`` candidates gets ``cpu_threads // workers``.
+        workers: Candidates run at once (parallel workers on one machine, DESIGN §7). Virtual
+            loss on in-flight nodes spreads them across branches.
         num_drafts: Draft children of the root. 5 in AIDE (``search.num_drafts``) and ML-Master
             (``utils/config_mcts.yaml``).
         num_debug_children: Debug children per buggy node at a time. 1 in ML-Master (``num_bugs``).
@@ -67,6 +70,10 @@ class SearchSettings(BaseSettings):
         ensemble_reserve_s: Seconds of the wall budget reserved for that final step (at most
             a tenth of the budget).
         ensemble_max_members: The best this-many valid nodes are the ensemble's candidates.
+        ensemble_method: ``greedy`` (weighted average chosen by greedy forward selection with
+            replacement, Caruana et al. 2004) or ``stacking`` (a second-level logistic / positive
+            linear regression on the members chosen by greedy selection, cross-validated on the
+            same folds; Wolpert 1992).
         policy: ``mcgs`` (the Monte Carlo Graph Search: UCT plus Evolve, Fusion, Aggregate and
             ensembles during the search, with credit along fuses/references edges), ``tree``
             (the same UCT tree without any graph operator, as ML-Master) or ``greedy`` (AIDE's
@@ -102,6 +109,7 @@ class SearchSettings(BaseSettings):
     max_nodes: int | None = Field(None, ge=1)
     memory_mb: int = Field(8192, ge=256)
     cpu_threads: int = Field(2, ge=1)
+    workers: int = Field(1, ge=1)
     num_drafts: int = Field(5, ge=1)
     num_debug_children: int = Field(1, ge=1)
     num_improve_children: int = Field(3, ge=1)
@@ -115,6 +123,7 @@ class SearchSettings(BaseSettings):
     ensemble: bool = True
     ensemble_reserve_s: float = Field(20.0, ge=0)
     ensemble_max_members: int = Field(30, ge=1)
+    ensemble_method: Literal["greedy", "stacking"] = "greedy"
     policy: Literal["mcgs", "tree", "greedy"] = "mcgs"
     debug_prob: float = Field(0.5, ge=0, le=1)
     branch_stagnation: int = Field(3, ge=1)

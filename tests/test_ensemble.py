@@ -1,0 +1,69 @@
+"""Engine-side ensembles: greedy forward selection recovers a known best blend, and a stacking
+node runs inside a search like any node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.demo import build_demo_task
+from mcgs.ensemble import greedy_selection
+from mcgs.evaluation import score_predictions
+from mcgs.node import NodeState, Operator
+from mcgs.search import create_search
+from mcgs.settings import SearchSettings
+from recipe_runs import make_task
+
+
+def test_greedy_selection_recovers_the_best_blend_of_two_independent_models(tmp_path):
+    spec = make_task(tmp_path / "t", "regression", metric="rmse")
+    rng = np.random.default_rng(0)
+    y = rng.normal(0, 1, 4000)
+    # independent unbiased errors: the best blend weights each model by its inverse error
+    # variance -> A and B 0.485 each, C (16 times the variance) 0.03
+    a = y + rng.normal(0, 0.5, y.size)
+    b = y + rng.normal(0, 0.5, y.size)
+    c = y + rng.normal(0, 2.0, y.size)
+    oofs = {1: a[:, None], 2: b[:, None], 3: c[:, None]}
+    sel = greedy_selection(spec, y[:, None], oofs)
+    total = sum(sel.weights.values())
+    inv = {1: 1 / 0.25, 2: 1 / 0.25, 3: 1 / 4.0}
+    optimum = {m: v / sum(inv.values()) for m, v in inv.items()}
+    for m in oofs:
+        assert abs(sel.weights.get(m, 0) / total - optimum[m]) <= 0.1, sel.weights
+    blend = (a + b) / 2
+    assert sel.criterion == "rmse"
+    assert sel.criterion_value == pytest.approx(score_predictions(spec, y[:, None], blend[:, None]), rel=0.02)
+    assert sel.criterion_value < 0.8 * min(score_predictions(spec, y[:, None], m) for m in oofs.values())
+
+
+def test_greedy_selection_uses_log_loss_for_accuracy_tasks(tmp_path):
+    spec = make_task(tmp_path / "t", "binary", metric="accuracy")
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 3000)
+    logit = (2 * y - 1) * 1.0
+    good = 1 / (1 + np.exp(-(logit + rng.normal(0, 1.5, y.size))))
+    other = 1 / (1 + np.exp(-(logit + rng.normal(0, 1.5, y.size))))
+    noise = rng.random(y.size)
+    labels = np.where(y == 1, True, False)
+    sel = greedy_selection(spec, labels, {1: good[:, None], 2: other[:, None], 3: noise[:, None]})
+    assert sel.criterion == "log_loss"
+    assert set(sel.weights) == {1, 2}
+
+
+@pytest.fixture(scope="module")
+def demo_task(tmp_path_factory):
+    return build_demo_task(tmp_path_factory.mktemp("demo") / "task")
+
+
+def test_stacking_node_runs_in_a_search_and_is_reviewed(demo_task, tmp_path):
+    settings = SearchSettings(time_budget_s=600, num_drafts=3, max_nodes=4, seed=0, policy="tree", ensemble_method="stacking")
+    search = create_search(demo_task, tmp_path / "run", settings=settings, coder=RecipeCoder(models=("model.logistic_regression", "model.lightgbm", "model.knn")))
+    search.run()
+    ens = [n for n in search.nodes() if n.operator is Operator.ENSEMBLE]
+    assert len(ens) == 1 and ens[0].state is NodeState.VALID, ens[0].error if ens else None
+    assert ens[0].config["method"] == "stacking" and "Stacking" in ens[0].plan
+    assert ens[0].review["verdict"] == "passed"
+    singles = [n.score for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE]
+    assert ens[0].score > min(singles) - 0.01  # an honest second level is not far below its members

@@ -1,0 +1,74 @@
+"""Parallel workers on one machine: two candidates run at once with a share of the cores each,
+in different branches, and a stop interrupts both and leaves a resumable run."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.demo import build_demo_task
+from mcgs.graph import branch_of
+from mcgs.node import NodeState, Operator
+from mcgs.sandbox import live_candidates
+from mcgs.search import create_search, open_search
+from mcgs.settings import SearchSettings
+
+
+@pytest.fixture(scope="module")
+def demo_task(tmp_path_factory):
+    return build_demo_task(tmp_path_factory.mktemp("demo") / "task")
+
+
+class ThreadReporter:
+    """Recipe programs that print the thread count the sandbox granted, and take a little
+    longer (so that two of them overlap for sure)."""
+
+    name = "thread-reporter"
+
+    def __init__(self, sleep_s: float = 2.0):
+        self.inner = RecipeCoder(models=("model.logistic_regression", "model.knn"))
+        self.sleep_s = sleep_s
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        ans = self.inner.write(request)
+        extra = f"\nimport os, time\nprint('threads', os.environ['OMP_NUM_THREADS'])\ntime.sleep({self.sleep_s})\n"
+        return dataclasses.replace(ans, code=ans.code + extra)
+
+
+def test_two_workers_run_two_candidates_at_once_in_different_branches(demo_task, tmp_path):
+    settings = SearchSettings(time_budget_s=600, num_drafts=2, max_nodes=6, seed=0, ensemble=False, policy="tree", workers=2, cpu_threads=2)
+    search = create_search(demo_task, tmp_path / "run", settings=settings, coder=ThreadReporter())
+    search.run()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    assert len(nodes) == 6 and all(n.state is NodeState.VALID for n in nodes)
+    assert all("threads 1" in n.stdout_tail for n in nodes)  # each of 2 workers gets 1 of 2 cores
+    assert len({n.seq for n in nodes}) == 6
+    # overlap: some node was launched before the previous one finished
+    overlaps = [(a.seq, b.seq) for a, b in zip(nodes, nodes[1:]) if b.created_at < a.finished_at]
+    assert overlaps
+    # the first improvements go to both branches, not twice to the same one
+    g = search.graph()
+    improves = [n for n in nodes if n.operator is Operator.IMPROVE][:2]
+    assert len({branch_of(g, n.id) for n in improves}) == 2
+
+
+def test_stop_interrupts_every_worker_and_the_run_resumes(demo_task, tmp_path):
+    settings = SearchSettings(time_budget_s=600, num_drafts=2, max_nodes=4, seed=0, ensemble=False, policy="tree", workers=2)
+    search = create_search(demo_task, tmp_path / "run", settings=settings, coder=ThreadReporter(sleep_s=60))
+    timer = threading.Timer(8.0, search.request_stop)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        search.run()
+    timer.cancel()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    assert [n.state for n in nodes] == [NodeState.INTERRUPTED, NodeState.INTERRUPTED]
+    assert live_candidates(under=tmp_path / "run") == []
+    assert search.storage.get_run(search.run_record.name).status == "stopped"
+    again = open_search(tmp_path / "run", coder=ThreadReporter(sleep_s=0))
+    again.run()
+    done = [n for n in again.nodes() if n.state is NodeState.VALID]
+    assert len(done) == 4
