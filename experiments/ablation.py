@@ -1,0 +1,268 @@
+"""Ablation: the MCGS policy against a tree-only UCT policy and AIDE's greedy policy.
+
+Same recipe coder, same wall budget, same final ensemble; only ``--policy`` differs. Tasks:
+spaceship-titanic, nomad2018-predict-transparent-conductors and leaf-classification on their
+MLE-bench splits (graded on the private answers by ``mcgs.mlebench.grade_submission``), and
+house-prices-advanced-regression-techniques on a fixed 10 % holdout of its train.csv
+(``train_test_split(test_size=0.1, random_state=0)``; RMSE of log prices, the Kaggle metric).
+
+For every run it grades two submissions: the run's final one (``best/submission.csv``, usually
+the final ensemble) and that of the best single node by CV. The report gives
+
+* the normalised score per task, ``(score - worst) / (best - worst)`` over all runs of that task
+  (direction-aware, 1 = best), averaged over seeds, and the mean over tasks per policy;
+* tasks won per policy (highest mean normalised score on the task);
+* per task, the median over seeds (mcgs policy) of the final submission's held-out score against
+  the best single node's.
+
+Resumable: a run whose storage says ``finished`` is not run again, only graded.
+``--parallel-runs 2`` runs two searches at once with one core each (the same conditions for
+every policy, half the wall time).
+
+Usage (from the repository root, after ``make install``)::
+
+    .venv/bin/python experiments/ablation.py --shared ../shared/data --work /tmp/mcgs-ablation \
+        --time-budget 5m --seeds 0 1 2 --report docs/results/ablation.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import yaml
+
+from mcgs.metrics import get_metric
+from mcgs.mlebench import grade_submission, prepare_competition
+from mcgs.search import open_search
+from mcgs.settings import parse_duration
+
+MLEBENCH_TASKS = ("spaceship-titanic", "nomad2018-predict-transparent-conductors", "leaf-classification")
+HOUSE = "house-prices-advanced-regression-techniques"
+POLICIES = ("mcgs", "tree", "greedy")
+
+
+def prepare_house_prices(raw: Path, out: Path) -> Path:
+    """A plain mcgs task folder from house-prices' train.csv with a fixed 10 % holdout.
+
+    Writes ``out/task`` (train.csv, test.csv without SalePrice, sample_submission.csv,
+    task.yaml) and ``out/holdout_answers.csv`` (Id, SalePrice) outside the task folder.
+    """
+    from sklearn.model_selection import train_test_split
+
+    task = out / "task"
+    if (task / "task.yaml").is_file():
+        return task
+    df = pd.read_csv(raw / "train.csv")
+    train, test = train_test_split(df, test_size=0.1, random_state=0)
+    task.mkdir(parents=True, exist_ok=True)
+    train.to_csv(task / "train.csv", index=False)
+    test.drop(columns=["SalePrice"]).to_csv(task / "test.csv", index=False)
+    pd.DataFrame({"Id": test["Id"], "SalePrice": float(train["SalePrice"].median())}).to_csv(task / "sample_submission.csv", index=False)
+    description = (raw / "overview.txt").read_text() if (raw / "overview.txt").is_file() else "Predict SalePrice."
+    (task / "task.yaml").write_text(yaml.safe_dump({"name": HOUSE, "target": "SalePrice", "id_column": "Id", "metric": "rmsle", "description": description}))
+    test[["Id", "SalePrice"]].to_csv(out / "holdout_answers.csv", index=False)
+    return task
+
+
+def grade(task_id: str, submission: Path, data: Path) -> float | None:
+    """Held-out score of a submission, or None when it is missing or invalid."""
+    if not submission.is_file():
+        return None
+    if task_id == HOUSE:
+        answers = pd.read_csv(data / HOUSE / "holdout_answers.csv")
+        sub = pd.read_csv(submission)
+        merged = answers.merge(sub, on="Id", suffixes=("", "_pred"), how="left")
+        if merged["SalePrice_pred"].isna().any() or (merged["SalePrice_pred"] <= 0).any():
+            return None
+        return round(get_metric("rmsle").score(merged["SalePrice"], merged["SalePrice_pred"]), 5)
+    report = grade_submission(task_id, submission, data)
+    return report.score if report.valid_submission else None
+
+
+def run_status(run_dir: Path) -> str | None:
+    db = run_dir / "mcgs.db"
+    if not db.is_file():
+        return None
+    con = sqlite3.connect(db)
+    try:
+        row = con.execute("select status from runs").fetchone()
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
+def launch(task_dir: Path, run_dir: Path, policy: str, seed: int, budget: str, threads: int) -> None:
+    """Run one search with ``mcgs run`` in a subprocess, unless its storage says finished."""
+    if run_status(run_dir) == "finished":
+        return
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "mcgs", "run", str(task_dir), "--out", str(run_dir), "--time-budget", budget,
+         "--seed", str(seed), "--policy", policy, "--cpu-threads", str(threads)],
+        capture_output=True, text=True,
+    )
+    status = "ok" if r.returncode == 0 else f"exit {r.returncode}: {r.stderr[-300:]}"
+    print(f"  {run_dir.name}: {time.monotonic() - t0:.0f}s {status}", flush=True)
+
+
+def facts(run_dir: Path) -> dict:
+    """What a finished run found: node counts, the final node and the best single node."""
+    search = open_search(run_dir)
+    nodes = search.nodes()
+    singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
+    best_single = min(singles, key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq)) if singles else None
+    final = search.final_node
+    return {
+        "nodes": sum(1 for n in nodes if n.state.is_finished()),
+        "valid": sum(n.is_valid for n in nodes),
+        "operators": sorted({n.operator.value for n in nodes if n.parent_id is not None}),
+        "final_operator": final.operator.value if final else None,
+        "final_cv": final.score if final else None,
+        "best_single_cv": best_single.score if best_single else None,
+        "best_single_submission": str(search.node_dir(best_single) / "submission" / "submission.csv") if best_single else None,
+    }
+
+
+def normalise(scores: list[float], lower_is_better: bool) -> list[float]:
+    lo, hi = min(scores), max(scores)
+    if hi == lo:
+        return [1.0] * len(scores)
+    return [((hi - s) if lower_is_better else (s - lo)) / (hi - lo) for s in scores]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--tasks", default=",".join((*MLEBENCH_TASKS, HOUSE)))
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--time-budget", default="5m")
+    ap.add_argument("--parallel-runs", type=int, default=1, help="searches at once; the 2 cores are split evenly between them")
+    ap.add_argument("--report", type=Path)
+    args = ap.parse_args()
+    parse_duration(args.time_budget)  # fail early on a bad budget
+    threads = max(1, (os.cpu_count() or 2) // args.parallel_runs)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    data = args.work / "data"
+    args.work.mkdir(parents=True, exist_ok=True)
+    results_path = args.work / "results.json"
+    jobs = []
+    for task_id in tasks:
+        if task_id == HOUSE:
+            task_dir = prepare_house_prices(args.shared / HOUSE / "raw", data / HOUSE)
+        else:
+            if not (data / task_id / "config.yaml").is_file():
+                prepare_competition(task_id, args.shared / task_id / "raw", data)
+            task_dir = data / task_id
+        for seed in args.seeds:
+            for policy in policies:
+                jobs.append((task_id, task_dir, policy, seed, args.work / "runs" / f"{task_id}-{policy}-seed{seed}"))
+    with ThreadPoolExecutor(max_workers=args.parallel_runs) as pool:
+        list(pool.map(lambda j: launch(j[1], j[4], j[2], j[3], args.time_budget, threads), jobs))
+    rows: list[dict] = []
+    for task_id, _, policy, seed, run_dir in jobs:
+        if run_status(run_dir) != "finished":
+            print(f"  {run_dir.name}: not finished, left out", flush=True)
+            continue
+        f = facts(run_dir)
+        row = {
+            "task": task_id,
+            "policy": policy,
+            "seed": seed,
+            **f,
+            "score": grade(task_id, run_dir / "best" / "submission.csv", data),
+            "best_single_score": grade(task_id, Path(f["best_single_submission"]), data) if f["best_single_submission"] else None,
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    lower = {t: not get_metric("rmsle" if t == HOUSE else _metric_of(data, t)).higher_is_better for t in tasks}
+    norm: dict[tuple[str, str], list[float]] = {}
+    for t in tasks:
+        trs = [r for r in rows if r["task"] == t and r["score"] is not None]
+        if not trs:
+            continue
+        for r, v in zip(trs, normalise([r["score"] for r in trs], lower[t])):
+            r["normalised"] = v
+            norm.setdefault((t, r["policy"]), []).append(v)
+        for r in rows:
+            if r["task"] == t and r["score"] is None:  # an invalid submission is the worst run
+                r["normalised"] = 0.0
+                norm.setdefault((t, r["policy"]), []).append(0.0)
+    per_task = {(t, p): statistics.mean(v) for (t, p), v in norm.items()}
+    summary = {}
+    for p in policies:
+        vals = [per_task[(t, p)] for t in tasks if (t, p) in per_task]
+        won = sum(1 for t in tasks if (t, p) in per_task and per_task[(t, p)] == max(per_task.get((t, q), -1) for q in policies))
+        summary[p] = {"mean_normalised": statistics.mean(vals) if vals else None, "tasks_won": won}
+    ens = {}
+    for t in tasks:
+        mr = [r for r in rows if r["task"] == t and r["policy"] == "mcgs" and r["score"] is not None and r["best_single_score"] is not None]
+        if mr:
+            f, b = statistics.median(r["score"] for r in mr), statistics.median(r["best_single_score"] for r in mr)
+            ens[t] = {"final": f, "best_single": b, "final_beats_single": (f < b) if lower[t] else (f > b)}
+    out = {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
+        "command": " ".join(sys.argv),
+        "rows": rows,
+        "per_task": {f"{t}/{p}": v for (t, p), v in per_task.items()},
+        "summary": summary,
+        "ensemble_vs_best_single": ens,
+    }
+    results_path.write_text(json.dumps(out, indent=2))
+    if args.report:
+        lines = [
+            f"# Ablation: MCGS vs tree-only UCT vs AIDE's greedy policy ({out['date']})",
+            "",
+            f"Machine: {out['machine']}. Budget per run: {args.time_budget}, {args.parallel_runs} run(s) at a time with {threads} thread(s) each. "
+            f"Seeds: {' '.join(map(str, args.seeds))}. Command: `{out['command']}`",
+            "",
+            "Normalised score per task = (score - worst) / (best - worst) over all runs of the task (1 = best), mean over seeds.",
+            "",
+            "| policy | " + " | ".join(tasks) + " | mean | tasks won |",
+            "|---|" + "---|" * len(tasks) + "---|---|",
+        ]
+        for p in policies:
+            cells = [f"{per_task[(t, p)]:.3f}" if (t, p) in per_task else "-" for t in tasks]
+            m = summary[p]["mean_normalised"]
+            lines.append(f"| {p} | " + " | ".join(cells) + f" | {m:.3f} | {summary[p]['tasks_won']} |" if m is not None else f"| {p} | - | - |")
+        lines += ["", "Final submission against the best single node (mcgs policy, held-out score, median over seeds):", "",
+                  "| task | final | best single node | final better |", "|---|---|---|---|"]
+        for t, e in ens.items():
+            lines.append(f"| {t} | {e['final']} | {e['best_single']} | {e['final_beats_single']} |")
+        lines += ["", "Per run:", "", "| task | policy | seed | nodes (valid) | final operator | CV | held-out score | best single held-out |", "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            cv = f"{r['final_cv']:.5f}" if r["final_cv"] is not None else "-"
+            lines.append(f"| {r['task']} | {r['policy']} | {r['seed']} | {r['nodes']} ({r['valid']}) | {r['final_operator']} | {cv} | {r['score']} | {r['best_single_score']} |")
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+def _metric_of(data: Path, task_id: str) -> str:
+    from mcgs.task import load_task
+
+    return load_task(data / task_id).metric
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""Throughput of parallel workers: one fixed queue of recorded candidates, replayed through the
+real search loop with 1 worker (given both cores) and with 2 workers (one core each).
+
+The queue is recorded once (``WORK/queue.json``): ``--n`` programs written by the recipe coder
+for spaceship-titanic — one draft per model family, then parameter and feature variants — and
+reused on every rerun, so both configurations run exactly the same programs. A replay coder
+hands them out in order; ``max_nodes`` stops the search when the queue is done; the final
+ensemble is off. The figure is the ratio of the two wall times, measured in one run of this
+script (speed targets belong here, not in unit tests).
+
+Usage (from the repository root, after ``make install``)::
+
+    .venv/bin/python experiments/throughput.py --raw ../shared/data/spaceship-titanic/raw \
+        --work /tmp/mcgs-throughput --report docs/results/throughput.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.mlebench import prepare_competition
+from mcgs.node import FrozenNode, NodeState, Operator
+from mcgs.profile import profile_task
+from mcgs.search import create_search
+from mcgs.settings import SearchSettings
+from mcgs.task import load_task
+
+COMPETITION = "spaceship-titanic"
+
+
+class ReplayCoder:
+    """Hands out recorded programs in order, whatever the request (the queue is fixed)."""
+
+    name = "replay"
+
+    def __init__(self, queue: list[dict]):
+        self.queue = queue
+        self.next = 0
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        item = self.queue[self.next % len(self.queue)]
+        self.next += 1
+        return CoderAnswer(plan=item["plan"], code=item["code"], config=item["config"], knowledge_ids=tuple(item["knowledge_ids"]))
+
+
+def record_queue(task_dir: Path, n: int) -> list[dict]:
+    """``n`` recipe programs: a draft of every applicable model family, then Improve variants
+    of those drafts (parameters and feature blocks), round-robin."""
+    spec = load_task(task_dir)
+    prof = profile_task(spec)
+    coder = RecipeCoder(seed=0)
+    drafts: list[FrozenNode] = []
+    queue = []
+    k = 0
+    while len(queue) < n:
+        if len(drafts) < 5:
+            req = CoderRequest(operator=Operator.DRAFT, task=spec, profile=prof, siblings=tuple(drafts), seed=k)
+        else:
+            parent = drafts[k % len(drafts)]
+            req = CoderRequest(operator=Operator.IMPROVE, task=spec, profile=prof, parent=parent, seed=k, tier=k % 2)
+        ans = coder.write(req)
+        if req.operator is Operator.DRAFT:
+            drafts.append(FrozenNode(id=k + 1, seq=k + 1, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.8, config=ans.config))
+        queue.append({"plan": ans.plan, "code": ans.code, "config": ans.config, "knowledge_ids": list(ans.knowledge_ids)})
+        k += 1
+    return queue
+
+
+def replay(task_dir: Path, queue: list[dict], run_dir: Path, workers: int) -> dict:
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    settings = SearchSettings(
+        time_budget_s=7200, per_run_timeout_s=900, max_nodes=len(queue), num_drafts=5, seed=0,
+        ensemble=False, policy="tree", workers=workers, cpu_threads=2,
+    )
+    search = create_search(task_dir, run_dir, settings=settings, coder=ReplayCoder(queue))
+    t0 = time.monotonic()
+    search.run()
+    wall = time.monotonic() - t0
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    return {
+        "workers": workers,
+        "wall_s": round(wall, 1),
+        "nodes": len(nodes),
+        "valid": sum(n.is_valid for n in nodes),
+        "candidate_seconds": round(sum(n.runtime_s or 0 for n in nodes), 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--raw", type=Path, default=Path("../shared/data") / COMPETITION / "raw")
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--n", type=int, default=20, help="candidates in the queue")
+    ap.add_argument("--report", type=Path)
+    args = ap.parse_args()
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    data = args.work / "data"
+    if not (data / COMPETITION / "prepared").is_dir():
+        prepare_competition(COMPETITION, args.raw, data)
+    task_dir = data / COMPETITION
+    qfile = args.work / "queue.json"
+    if qfile.is_file():
+        queue = json.loads(qfile.read_text())
+    else:
+        queue = record_queue(task_dir, args.n)
+        qfile.write_text(json.dumps(queue))
+    print(f"queue of {len(queue)} candidates ({qfile})", flush=True)
+    rows = []
+    for workers in (1, 2):
+        row = replay(task_dir, queue, args.work / f"workers{workers}", workers)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    ratio = rows[0]["wall_s"] / rows[1]["wall_s"]
+    result = {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
+        "command": " ".join(sys.argv),
+        "runs": rows,
+        "speedup_2_workers": round(ratio, 2),
+    }
+    (args.work / "results.json").write_text(json.dumps(result, indent=2))
+    print(f"2 workers finish the queue {ratio:.2f}x faster than 1 worker", flush=True)
+    if args.report:
+        lines = [
+            f"# Throughput of parallel workers ({result['date']})",
+            "",
+            f"Machine: {result['machine']}. Command: `{result['command']}`",
+            "",
+            f"A fixed queue of {len(queue)} recipe programs for {COMPETITION} replayed through the search loop.",
+            "",
+            "| workers | threads per candidate | wall s | nodes (valid) | sum of candidate run times, s |",
+            "|---|---|---|---|---|",
+        ]
+        for r in rows:
+            lines.append(f"| {r['workers']} | {2 // r['workers']} | {r['wall_s']} | {r['nodes']} ({r['valid']}) | {r['candidate_seconds']} |")
+        lines += ["", f"**Speed-up with 2 workers: {ratio:.2f}x** (wall time of 1 worker / wall time of 2 workers, one run)."]
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
