@@ -128,15 +128,14 @@ def render_ensemble_program(members: Mapping[str, int], plan: str) -> str:
         members: member workspace (relative to the ensemble's workspace) -> weight.
         plan: Text placed in the docstring.
     """
+    return _render("ensemble.py.j2", "mcgs ensemble node", repr(dict(members)), plan)
+
+
+def _render(template: str, title: str, members: str, plan: str) -> str:
     from mcgs.contract import CONTRACT_VERSION
     from mcgs.knowledge_base import template_environment
 
-    return template_environment().get_template("ensemble.py.j2").render(
-        title="mcgs ensemble node",
-        plan=plan,
-        members=repr(dict(members)),
-        contract_version=CONTRACT_VERSION,
-    )
+    return template_environment().get_template(template).render(title=title, plan=plan, members=members, contract_version=CONTRACT_VERSION)
 
 
 def render_stacking_program(members: list[str], plan: str) -> str:
@@ -147,12 +146,4 @@ def render_stacking_program(members: list[str], plan: str) -> str:
         members: member workspaces, relative to the ensemble's workspace.
         plan: Text placed in the docstring.
     """
-    from mcgs.contract import CONTRACT_VERSION
-    from mcgs.knowledge_base import template_environment
-
-    return template_environment().get_template("stacking.py.j2").render(
-        title="mcgs stacking node",
-        plan=plan,
-        members=repr(list(members)),
-        contract_version=CONTRACT_VERSION,
-    )
+    return _render("stacking.py.j2", "mcgs stacking node", repr(list(members)), plan)

@@ -236,13 +236,9 @@ class RecipeCoder:
             else:
                 tier = 1
         if tier == 1:
-            feats = _feature_entries(req.profile)
-            toggles = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in avoid]
-            if toggles:
-                flag = rng.choice(toggles)
-                config["features"][flag] = not config["features"].get(flag, False)
-                config["change"] = f"feature:{flag}"
-                desc = f"{'add' if config['features'][flag] else 'remove'} feature block {feats[flag].title!r}"
+            toggled = self._toggle_feature(config, req.profile, rng, avoid)
+            if toggled is not None:
+                desc = toggled
             else:
                 tier = 0
         if tier == 0:
@@ -250,6 +246,19 @@ class RecipeCoder:
         tiers = ("parameters", "features", "strategy")
         plan = f"Improve ({tiers[tier]}) node {parent.seq} ({entry.title}, score {parent.score}): {desc}."
         return config, plan
+
+    @staticmethod
+    def _toggle_feature(config: dict, profile: dict[str, Any], rng: random.Random, avoid) -> str | None:
+        """Switch one applicable feature block not toggled in ``avoid`` (in place); returns what
+        was done, or None when every block was tried."""
+        feats = _feature_entries(profile)
+        toggles = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in avoid]
+        if not toggles:
+            return None
+        flag = rng.choice(toggles)
+        config["features"][flag] = not config["features"].get(flag, False)
+        config["change"] = f"feature:{flag}"
+        return f"{'add' if config['features'][flag] else 'remove'} feature block {feats[flag].title!r}"
 
     def _strategy_change(self, config, req: CoderRequest, rng: random.Random, avoid) -> tuple[dict, str] | None:
         options = []
@@ -303,13 +312,9 @@ class RecipeCoder:
             config["change"] = "evolve:reapply"
             desc = "re-apply the changes that helped elsewhere on the branch: " + ", ".join(applied)
         else:
-            feats = _feature_entries(req.profile)
-            untried = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in tried]
-            if untried:
-                flag = rng.choice(untried)
-                config["features"][flag] = not config["features"].get(flag, False)
-                config["change"] = f"feature:{flag}"
-                desc = f"no change on the branch helped; try what nobody tried: {'add' if config['features'][flag] else 'drop'} {flag}"
+            toggled = self._toggle_feature(config, req.profile, rng, tried)
+            if toggled is not None:
+                desc = f"no change on the branch helped; try what nobody tried: {toggled}"
             else:
                 config, change = self._mutate_params(config, get_entry(config["model"]), rng, avoid=tried)
                 desc = f"no change on the branch helped; untried parameter move: {change}"
