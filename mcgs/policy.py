@@ -347,8 +347,8 @@ def _aggregate_expansion(g: nx.DiGraph, s: SearchSettings, higher_is_better: boo
 
 
 def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random) -> Expansion | None:
-    """Late in the budget, improve one of the global top-K (at most ``exploit_per_branch``
-    per branch) with a probability rising from 0 at ``exploit_start`` to
+    """Late in the budget, improve one of the global top-K (K at most half the valid nodes,
+    at most ``exploit_per_branch`` per branch) with a probability rising from 0 at ``exploit_start`` to
     ``exploit_max_share`` at ``exploit_full``."""
     if progress <= s.exploit_start:
         return None
@@ -357,13 +357,15 @@ def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher
         return None
     valid = [n for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
     ranked = sorted(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+    # never more than the better half: with few valid nodes a "top-3" would include the worst
+    k = min(s.exploit_top_k, max(1, len(ranked) // 2))
     top, per_branch = [], {}
     for n in ranked:
         b = branch_of(g, n.id)
         if per_branch.get(b, 0) < s.exploit_per_branch:
             top.append(n)
             per_branch[b] = per_branch.get(b, 0) + 1
-        if len(top) == s.exploit_top_k:
+        if len(top) == k:
             break
     if not top:
         return None

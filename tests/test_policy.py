@@ -294,3 +294,11 @@ def test_greedy_policy_is_aides():
     assert {p.parent_id for p in improve} == {1}  # always the best node
     few = graph(HAND[:2])
     assert select_expansion(few, s, progress=0.0, higher_is_better=True, rng=random.Random(0)).operator is D
+
+
+def test_exploit_never_picks_from_the_worse_half():
+    # two valid drafts late in the budget (a slow, poor one among them): exploit improves the good one
+    spec = [(1, 0, D, V, 0.90, 2.0), (2, 0, D, V, 0.30, 0.0)]
+    picks = [select_expansion(graph(spec), S, progress=1.0, higher_is_better=True, rng=random.Random(k)) for k in range(100)]
+    exploit = [p for p in picks if "exploit" in p.reason]
+    assert exploit and {p.parent_id for p in exploit} == {1}
