@@ -263,6 +263,19 @@ def _require_columns(submission: pd.DataFrame, n_rows: int, required: Sequence[s
         )
 
 
+def _nan_problems(submission: pd.DataFrame, target_columns: Sequence[str], key: str) -> list[str]:
+    """One message per prediction column holding NaN, naming the affected keys."""
+    out = []
+    for col in target_columns:
+        nan_rows = submission[col].isna()
+        if nan_rows.any():
+            out.append(
+                f"missing prediction (NaN) in {col!r} for {int(nan_rows.sum())} {key}(s) "
+                f"{_preview(submission.loc[nan_rows, key].tolist())}"
+            )
+    return out
+
+
 def align_submission(
     submission: pd.DataFrame,
     answers: pd.DataFrame,
@@ -326,13 +339,7 @@ def align_submission(
         problems.append(
             f"{len(unknown_ids)} {id_column}(s) not in the test set {_preview(unknown_ids)}"
         )
-    for col in target_columns:
-        nan_rows = submission[col].isna()
-        if nan_rows.any():
-            problems.append(
-                f"missing prediction (NaN) in {col!r} for {int(nan_rows.sum())} "
-                f"{id_column}(s) {_preview(ids[nan_rows].tolist())}"
-            )
+    problems += _nan_problems(submission, target_columns, id_column)
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
 
@@ -433,13 +440,7 @@ def _align_on_repeated_key(
         problems.append(f"missing {len(missing)} {key}(s) {_preview(missing)}")
     if unknown:
         problems.append(f"{len(unknown)} {key}(s) not in the test set {_preview(unknown)}")
-    for col in target_columns:
-        nan_rows = submission[col].isna()
-        if nan_rows.any():
-            problems.append(
-                f"missing prediction (NaN) in {col!r} for {int(nan_rows.sum())} {key}(s) "
-                f"{_preview(submission.loc[nan_rows, key].tolist())}"
-            )
+    problems += _nan_problems(submission, target_columns, key)
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
     sub = submission.sort_values(key, kind="stable").reset_index(drop=True)
