@@ -105,3 +105,22 @@ def test_debug_maps_failures_to_fixes(tmp_path):
     broken = FrozenNode(id=4, seq=4, parent_id=3, operator=Operator.IMPROVE, state=NodeState.BUGGY, config=cfg | {"n_seeds": 3}, error="ValueError: boom")
     fix = coder.write(CoderRequest(operator=Operator.DEBUG, task=spec, profile=prof, parent=broken, lineage=(good,), seed=3))
     assert fix.config["change"] == "debug:revert" and fix.config["n_seeds"] == 1
+
+
+def test_fusion_of_identical_blocks_averages_seeds_only_when_they_fit_the_time_limit(tmp_path):
+    spec = make_task(tmp_path / "t", "binary")
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    cfg = coder.default_config("model.catboost", prof)
+
+    def fuse(runtime_s: float):
+        a = FrozenNode(id=1, seq=1, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.80, config=cfg, runtime_s=runtime_s)
+        b = FrozenNode(id=2, seq=2, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.79, config=cfg, runtime_s=runtime_s)
+        return coder.write(CoderRequest(operator=Operator.FUSION, task=spec, profile=prof, parent=a, references=(b,), seed=5, per_run_timeout_s=60.0))
+
+    cheap = fuse(runtime_s=5.0)
+    assert cheap.config["n_seeds"] == 3 and cheap.config["features"] == cfg["features"]
+    slow = fuse(runtime_s=40.0)  # one seed takes 40 s of a 60 s limit: 3 seeds would time out
+    assert slow.config["n_seeds"] == 1
+    added = {f for f, on in slow.config["features"].items() if on and not cfg["features"].get(f)}
+    assert len(added) == 1 and "one seed takes 40s" in slow.plan

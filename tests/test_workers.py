@@ -11,7 +11,7 @@ import pytest
 from mcgs.coders import CoderAnswer, CoderRequest
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.node import NodeState, Operator
+from mcgs.node import NodeState
 from mcgs.sandbox import live_candidates
 from mcgs.search import create_search, open_search
 from mcgs.settings import SearchSettings

@@ -332,11 +332,22 @@ class RecipeCoder:
             for f, on in n.config["features"].items():
                 config["features"][f] = bool(config["features"].get(f)) or bool(on)
             config["n_seeds"] = max(config.get("n_seeds", 1), n.config.get("n_seeds", 1))
+        # Seeds that fit: the strongest input's time per seed, against half the time limit.
+        per_seed = (strongest.runtime_s or 0.0) / max(1, strongest.config.get("n_seeds", 1))
+        fit = int(0.5 * req.per_run_timeout_s // per_seed) if per_seed > 0 else 3
+        config["n_seeds"] = max(1, min(config["n_seeds"], fit))
         extra = ""
         if config["features"] == strongest.config["features"] and config["n_seeds"] == strongest.config.get("n_seeds", 1):
-            # nothing to merge: the inputs share every block; average seeds instead of copying
-            config["n_seeds"] = max(3, config["n_seeds"])
-            extra = "; the inputs share every feature block, so average 3 seeds per fold"
+            # nothing to merge: the inputs share every block. Average seeds instead of copying,
+            # when at least 2 fit in the time limit; otherwise add a block no input has tried.
+            if fit >= 2:
+                config["n_seeds"] = min(3, fit)
+                extra = f"; the inputs share every feature block, so average {config['n_seeds']} seeds per fold"
+            else:
+                tried = {f"feature:{f}" for n in inputs for f, on in n.config["features"].items() if on}
+                toggled = self._toggle_feature(config, req.profile, rng, tried)
+                if toggled is not None:
+                    extra = f"; the inputs share every feature block and one seed takes {per_seed:.0f}s, so {toggled}"
         config["change"] = f"{req.operator.value}:merge"
         on = sorted(f for f, v in config["features"].items() if v)
         names = ", ".join(f"node {n.seq} ({get_entry(n.config['model']).title.split(' (')[0]}, {n.score:.6g})" for n in inputs)
