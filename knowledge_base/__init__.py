@@ -57,6 +57,8 @@ class Recipe(BaseModel):
         params / space: Default parameters and their search ranges (models).
         flag / default / value: The config switch a feature or strategy entry controls.
         always: The block is part of every program.
+        interpretable: The fitted model is one a person can inspect (coefficients, neighbours);
+            a task whose constraints ask for interpretability drafts only these.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,6 +72,7 @@ class Recipe(BaseModel):
     default: Any = None
     value: Any = None
     always: bool = False
+    interpretable: bool = False
 
 
 class Applicability(BaseModel):

@@ -184,8 +184,12 @@ def _summary(search) -> None:
 
 @app.command()
 def run(
-    task: Path = typer.Argument(..., help="Task folder (task.yaml + CSVs) or an MLE-bench competition folder."),
+    task: Optional[Path] = typer.Argument(None, help="Task folder (task.yaml + CSVs) or an MLE-bench competition folder."),
     out_dir: Path = typer.Option(..., "--out", help="Run directory to create (storage, node workspaces, best/)."),
+    prompt: Optional[str] = typer.Option(
+        None, "--prompt", help="Instead of TASK: a request in plain words (what to predict, the metric, constraints); needs --data."
+    ),
+    data: Optional[Path] = typer.Option(None, "--data", help="With --prompt: the folder holding train.csv and test.csv (not written to)."),
     time_budget: str = typer.Option("10m", help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
     per_run_timeout: str = typer.Option("5m", help="Wall-clock limit of one candidate program."),
     seed: int = typer.Option(0, help="Seed of the search."),
@@ -199,13 +203,15 @@ def run(
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
 ) -> None:
-    """Search for a solution to TASK and write RUN_DIR/best/{solution.py,submission.csv}."""
+    """Search for a solution to TASK (or to a --prompt request on --data) and write
+    RUN_DIR/best/{solution.py,submission.csv}."""
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
         from mcgs.search import create_search
         from mcgs.settings import SearchSettings
 
+        task = _task_argument(task, prompt, data, out_dir)
         settings = SearchSettings(
             time_budget_s=_duration("--time-budget", time_budget),
             per_run_timeout_s=_duration("--per-run-timeout", per_run_timeout),
@@ -218,6 +224,51 @@ def run(
         )
         search = create_search(task, out_dir, settings=settings)
     _drive(search)
+
+
+def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out_dir: Path) -> Path:
+    """The task folder to run: TASK itself, or one written under RUN_DIR/task from a request
+    (parsed and verified first; nothing is written when the request has problems)."""
+    if prompt is None:
+        if task is None:
+            raise _UserError("give a TASK folder, or a request with --prompt \"...\" --data FOLDER")
+        if data is not None:
+            raise _UserError("--data goes with --prompt; a TASK folder already names its data")
+        return task
+    if task is not None:
+        raise _UserError("give either a TASK folder or --prompt, not both")
+    if data is None:
+        raise _UserError("--prompt needs --data FOLDER (the folder holding train.csv and test.csv)")
+    from mcgs.request import parse_request, write_task_folder
+    from mcgs.search import DB_NAME
+
+    if (out_dir / DB_NAME).exists():
+        raise _UserError(f"{out_dir} already holds a run; resume it with `mcgs resume {out_dir}` or choose another --out")
+    parsed = parse_request(prompt, data)
+    _show_request(parsed)
+    return write_task_folder(parsed, data, out_dir / "task", prompt=prompt)
+
+
+def _show_request(parsed) -> None:
+    for note in parsed.notes:
+        console.print(f"[dim]request:[/] {note}", highlight=False)
+
+
+@app.command()
+def request(
+    prompt: str = typer.Argument(..., help="The request in plain words."),
+    data: Path = typer.Option(..., "--data", help="Folder holding train.csv and test.csv."),
+) -> None:
+    """Parse and verify a request against a data folder without searching: print the task
+    spec it becomes (JSON), or each missing or contradictory fact and how to fix it."""
+    with _user_errors():
+        from mcgs.request import RequestError, parse_request
+
+        parsed = parse_request(prompt, data)
+        _show_request(parsed)
+        if parsed.problems:
+            raise RequestError(parsed.problems)
+        console.print_json(parsed.request.model_dump_json())
 
 
 @app.command()

@@ -62,6 +62,7 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "missing_share": float(train[feats].isna().mean().mean()) if feats else 0.0,
         "columns": kinds,
         "train_only_columns": train_only,
+        "constraints": spec.constraints.model_dump(),
     }
     if spec.task_kind in ("binary", "multiclass"):
         shares = train[spec.target_columns[0]].value_counts(normalize=True)

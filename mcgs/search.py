@@ -589,6 +589,10 @@ def create_search(
     """
     spec = task if isinstance(task, TaskSpec) else load_task(task)
     settings = settings or SearchSettings()
+    if spec.constraints.interpretable and settings.ensemble:
+        # a blend of several models is not one a person can inspect
+        logger.info("the task asks for an interpretable model: no ensembles")
+        settings = settings.model_copy(update={"ensemble": False})
     run_dir = Path(run_dir)
     if (run_dir / DB_NAME).exists():
         raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")

@@ -34,6 +34,7 @@ __all__ = [
     "read_table",
     "TaskError",
     "ValidationScheme",
+    "TaskConstraints",
     "TaskSpec",
     "load_task",
     "data_fingerprint",
@@ -69,6 +70,23 @@ class ValidationScheme(BaseModel):
     seed: int = 42
 
 
+class TaskConstraints(BaseModel):
+    """Deployment constraints of a task (AutoML-Agent's request "constraints"; Trirat et al.,
+    ICML 2025, §3.1), shown to coders.
+
+    Attributes:
+        max_inference_ms_per_row: Prediction latency budget, milliseconds per row.
+        max_model_mb: Largest acceptable fitted model, megabytes.
+        interpretable: Only model families a person can inspect (linear models, shallow trees,
+            k-nearest neighbours); the recipe coder drafts only those.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_inference_ms_per_row: float | None = Field(None, gt=0)
+    max_model_mb: float | None = Field(None, gt=0)
+    interpretable: bool = False
+
+
 class _TaskYaml(BaseModel):
     """Schema of a plain folder's ``task.yaml``."""
 
@@ -86,6 +104,7 @@ class _TaskYaml(BaseModel):
     sample_submission_file: str = "sample_submission.csv"
     extra_files: list[str] = []
     validation: ValidationScheme = ValidationScheme()
+    constraints: TaskConstraints = TaskConstraints()
 
     @field_validator("target")
     @classmethod
@@ -116,6 +135,7 @@ class TaskSpec(BaseModel):
         extra_files: Other files or folders of the task (e.g. per-row geometry files), copied
             read-only into every workspace's ``input/``.
         validation: The fold scheme.
+        constraints: Deployment constraints from the request.
         n_train, n_test: Row counts.
     """
 
@@ -139,6 +159,7 @@ class TaskSpec(BaseModel):
     echo_columns: list[str] = []
     extra_files: list[str] = []
     validation: ValidationScheme
+    constraints: TaskConstraints = TaskConstraints()
     n_train: int
     n_test: int
 
@@ -391,6 +412,7 @@ def _build_spec(
         echo_columns=echo,
         extra_files=_extra_files(data_dir, cfg, where),
         validation=val,
+        constraints=cfg.constraints,
         n_train=len(train),
         n_test=len(test),
     )

@@ -124,3 +124,28 @@ def test_fusion_of_identical_blocks_averages_seeds_only_when_they_fit_the_time_l
     assert slow.config["n_seeds"] == 1
     added = {f for f, on in slow.config["features"].items() if on and not cfg["features"].get(f)}
     assert len(added) == 1 and "one seed takes 40s" in slow.plan
+
+
+def test_interpretable_constraint_drafts_only_inspectable_models_and_no_ensemble(tmp_path):
+    import yaml
+
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+    from mcgs.task import load_task
+
+    folder = tmp_path / "t"
+    make_task(folder, "binary")
+    cfg = yaml.safe_load((folder / "task.yaml").read_text())
+    cfg["constraints"] = {"interpretable": True}
+    (folder / "task.yaml").write_text(yaml.safe_dump(cfg))
+    spec = load_task(folder)
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    drafts = []
+    for k in range(4):
+        ans = coder.write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=prof, siblings=tuple(drafts), seed=k))
+        drafts.append(FrozenNode(id=k + 1, seq=k + 1, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.8, config=ans.config))
+    models = {d.config["model"] for d in drafts}
+    assert models <= {"model.logistic_regression", "model.ridge", "model.knn", "model.tfidf_linear"} and len(models) >= 2
+    search = create_search(spec, tmp_path / "run", settings=SearchSettings(max_nodes=1))
+    assert search.settings.ensemble is False

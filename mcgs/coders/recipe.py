@@ -119,9 +119,12 @@ class RecipeCoder:
 
     def _models(self, profile: dict[str, Any]) -> list[KnowledgeEntry]:
         entries = _model_entries(profile)
-        if self.models is not None:
-            entries = [e for e in entries if e.id in self.models]
-        return entries or _model_entries(profile)
+        if (profile.get("constraints") or {}).get("interpretable"):
+            entries = [e for e in entries if e.recipe.interpretable]
+            if not entries:
+                raise ValueError("the task asks for an interpretable model but no applicable knowledge entry is marked interpretable")
+        allowed = [e for e in entries if self.models is None or e.id in self.models]
+        return allowed or entries
 
     def _cheapest(self, profile: dict[str, Any], exclude: str | None = None, max_priority: int | None = None) -> str:
         """The applicable model entry with the lowest relative cost (Debug's safe choice),

@@ -1,0 +1,463 @@
+"""Request -> task spec: the AutoML-Agent front end, offline.
+
+A person writes what they want ("predict whether a passenger was transported; accuracy;
+the model must be interpretable") and points at a data folder. This module turns the request
+into a :class:`TaskRequest` (a JSON schema; the LLM path fills the same schema by structured
+output), checks it against the data (**request verification**: every missing or contradictory
+fact is reported with what to add, before any search starts), and writes a task folder that
+:func:`mcgs.task.load_task` reads like any other.
+
+The offline parser is rule based. It reads, in order of trust: the request, the sample
+submission (its columns name the id and the target), the column names of the tables, and the
+task description (``description.md``, ``overview.txt``: its metric words). After AutoML-Agent
+(Trirat et al., ICML 2025, §3.1 "request parsing" and §3.4 "request verification"), without its
+LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from mcgs.task import TaskConstraints as RequestConstraints
+
+__all__ = [
+    "RequestConstraints",
+    "TaskRequest",
+    "RequestProblem",
+    "ParsedRequest",
+    "RequestError",
+    "parse_request",
+    "write_task_folder",
+    "task_from_request",
+]
+
+TABLE_SUFFIXES = (".csv", ".json", ".jsonl")
+DESCRIPTION_FILES = ("description.md", "description.txt", "overview.txt", "overview.md", "README.md")
+
+
+class RequestError(ValueError):
+    """The request cannot become a task; ``problems`` lists each missing or contradictory fact."""
+
+    def __init__(self, problems: list["RequestProblem"]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"the request cannot start a search yet:\n{lines}")
+
+
+class TaskRequest(BaseModel):
+    """The JSON schema a request is parsed into (``TaskRequest.model_json_schema()``).
+
+    Every field is optional in the schema; :func:`parse_request` fills what the request and the
+    data say and reports what is still missing.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    task_kind: Literal["binary", "multiclass", "regression", "multi_target_regression"] | None = None
+    target: list[str] | None = None
+    id_column: str | None = None
+    metric: str | None = None
+    time_column: str | None = None
+    train_file: str | None = None
+    test_file: str | None = None
+    sample_submission_file: str | None = None
+    constraints: RequestConstraints = RequestConstraints()
+
+
+@dataclass(frozen=True)
+class RequestProblem:
+    """One fact the request lacks or contradicts, and how to fix it."""
+
+    field: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message} -- {self.fix}"
+
+
+@dataclass
+class ParsedRequest:
+    """What :func:`parse_request` found.
+
+    Attributes:
+        request: The filled schema.
+        problems: Missing or contradictory facts; empty when the task can start.
+        notes: Where each fact came from (shown to the user).
+        description: The task description text found in the data folder (or the prompt).
+    """
+
+    request: TaskRequest
+    problems: list[RequestProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    description: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# --------------------------------------------------------------------------------------------
+# metric words
+
+# (pattern, canonical metric). Earlier patterns win and consume their text, so "mean
+# column-wise ROC AUC" is not also read as "ROC AUC", nor "RMSE of the log" as "RMSE".
+_METRIC_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"mean column[- ]wise (?:roc[- ])?auc|(?:average|mean) (?:of (?:the )?)?(?:individual |per[- ]\w+ )?(?:roc[- ])?aucs?\b|auc is calculated for each", "mean_column_roc_auc"),
+    (r"mean column[- ]wise (?:rmsle|root mean squared log\w* error)", "mean_column_rmsle"),
+    (r"\brmsle\b|root[- ]mean[- ]squared[- ]log\w*[- ]error|(?:rmse|root[- ]mean[- ]squared[- ]error)\W*(?:\(rmse\))?[^.]{0,40}?\blog(?:arithm)?s?\b", "rmsle"),
+    (r"\bmulti[- ]?class log[- ]?loss\b|\blog[- ]?loss\b|\blogarithmic loss\b|\bcross[- ]entropy\b", "log_loss"),
+    (r"\brmse\b|root[- ]mean[- ]squared[- ]error", "rmse"),
+    (r"\bmae\b|mean absolute error", "mae"),
+    (r"\bmacro[- ]f1\b|\bf1[- ]macro\b|macro[- ]averaged f1", "f1_macro"),
+    (r"\bmicro[- ]f1\b|\bf1[- ]micro\b|micro[- ]averaged f1", "f1_micro"),
+    (r"\bf1(?:[- ]score)?\b", "f1"),
+    (r"\broc[- ]auc\b|\bauc\b|area under the (?:roc )?curve", "roc_auc"),
+    (r"\baccuracy\b|\bclassification accuracy\b", "accuracy"),
+)
+
+
+def find_metrics(text: str) -> list[str]:
+    """Canonical metric names mentioned in ``text``, in order of first mention, no repeats."""
+    found: list[tuple[int, str]] = []
+    low = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text.lower())  # markdown links -> their text
+    for pattern, name in _METRIC_PATTERNS:
+        for m in re.finditer(pattern, low):
+            found.append((m.start(), name))
+            low = low[: m.start()] + " " * (m.end() - m.start()) + low[m.end():]
+    out: list[str] = []
+    for _, name in sorted(found):
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _evaluation_section(description: str) -> str:
+    """The part of a Kaggle-style description that defines the metric (its Evaluation or Metric
+    section), or the whole text when it has no such heading."""
+    m = re.search(r"^#+\s*(evaluation|metric)\b.*?$(.*?)(?=^#+\s*(submission|timeline|prizes|citation|dataset)|\Z)", description, re.I | re.M | re.S)
+    return m.group(2) if m else description
+
+
+# --------------------------------------------------------------------------------------------
+# constraints and intent words
+
+_TIME_WORDS = r"\b(hourly|daily|weekly|monthly|forecast\w*|time[- ]series|over time|time[- ]based|time[- ]indexed|chronological\w*|future)\b"
+_REGRESSION_WORDS = r"\b(regression|how many|how much|amount|price|count|number of)\b"
+_CLASSIFICATION_WORDS = r"\b(classif\w*|whether|which class|which category|yes or no|probability that)\b"
+
+
+def _constraints(prompt: str) -> RequestConstraints:
+    low = prompt.lower()
+    ms = re.search(r"(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?)\s*(?:per|a|/|each)\s*(?:row|prediction|sample|example)", low)
+    mb = re.search(r"(\d+(?:\.\d+)?)\s*(kb|mb|gb|megabytes?|gigabytes?)\b", low)
+    latency = None
+    if ms:
+        latency = float(ms.group(1)) * (1.0 if ms.group(2).startswith("m") else 1000.0)
+    size = None
+    if mb and re.search(r"model|size|memory|disk|file", low[max(0, mb.start() - 40): mb.end() + 40]):
+        unit = mb.group(2)
+        size = float(mb.group(1)) * (1 / 1024 if unit == "kb" else 1024 if unit.startswith("g") else 1.0)
+    interp = bool(re.search(r"\b(interpretab\w*|explainab\w*|explain\w* (?:to|its)|transparent model|white[- ]box)\b", low))
+    return RequestConstraints(max_inference_ms_per_row=latency, max_model_mb=size, interpretable=interp)
+
+
+# --------------------------------------------------------------------------------------------
+# files and columns
+
+
+def _find_file(data_dir: Path, stem: str) -> str | None:
+    for suffix in TABLE_SUFFIXES:
+        if (data_dir / f"{stem}{suffix}").is_file():
+            return f"{stem}{suffix}"
+    return None
+
+
+def _header(path: Path) -> list[str]:
+    """Column names of a table without reading it all."""
+    import pandas as pd
+
+    from mcgs.task import read_table
+
+    if path.suffix.lower() == ".csv":
+        return list(pd.read_csv(path, nrows=5).columns)
+    return list(read_table(path).columns)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _mentioned_columns(prompt: str, columns: list[str]) -> list[str]:
+    """Columns named in the prompt (case, spaces, dashes and underscores ignored; whole words
+    only), in order of first mention."""
+    low = prompt.lower()
+    hits: list[tuple[int, str]] = []
+    for c in columns:
+        pat = r"(?<![A-Za-z0-9_])" + r"[ _-]?".join(re.escape(p) for p in re.split(r"[ _-]+", c.lower()) if p) + r"(?![A-Za-z0-9_])"
+        m = re.search(pat, low)
+        if m:
+            hits.append((m.start(), c))
+    return [c for _, c in sorted(hits)]
+
+
+def _target_phrase(prompt: str) -> str | None:
+    """The word(s) right after "predict"/"target"/"label" in the prompt, if any."""
+    m = re.search(r"\b(?:predict(?:ing)?|forecast(?:ing)?|estimat(?:e|ing)|target(?: column)?(?: is)?|label(?: column)? is)\s+(?:the\s+|a\s+|an\s+|whether\s+(?:a|an|the)?\s*)?[`'\"]?([A-Za-z][A-Za-z0-9_]*)", prompt, re.I)
+    return m.group(1) if m else None
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+
+
+def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
+    """Turn a request and a data folder into a :class:`TaskRequest`, and verify it.
+
+    Args:
+        prompt: The person's request, free text.
+        data_dir: Folder with the training and test tables (``train.csv``/``.json``,
+            ``test.csv``/``.json``) and optionally ``sample_submission.csv`` and a description.
+
+    Returns:
+        A :class:`ParsedRequest`; ``problems`` is empty when a search can start.
+    """
+    import pandas as pd
+
+    from mcgs.metrics import get_metric
+    from mcgs.task import read_table
+
+    data_dir = Path(data_dir)
+    req = TaskRequest(constraints=_constraints(prompt))
+    out = ParsedRequest(request=req)
+    problems, notes = out.problems, out.notes
+    if not data_dir.is_dir():
+        problems.append(RequestProblem("data", f"{data_dir} is not a folder", "pass --data FOLDER holding train.csv and test.csv"))
+        return out
+    req.train_file, req.test_file = _find_file(data_dir, "train"), _find_file(data_dir, "test")
+    for role, name in (("train_file", req.train_file), ("test_file", req.test_file)):
+        if name is None:
+            stem = role.split("_")[0]
+            problems.append(RequestProblem(role, f"no {stem}.csv or {stem}.json in {data_dir}", f"put the {stem} table in {data_dir} as {stem}.csv"))
+    if problems:
+        return out
+    req.sample_submission_file = _find_file(data_dir, "sample_submission")
+    description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
+    out.description = description or prompt
+    train_cols = _header(data_dir / req.train_file)
+    test_cols = _header(data_dir / req.test_file)
+    sample_cols = _header(data_dir / req.sample_submission_file) if req.sample_submission_file else None
+    label_candidates = [c for c in train_cols if c not in test_cols]
+
+    # -- metric: the request first, then the description's evaluation section
+    asked = find_metrics(prompt)
+    described = find_metrics(_evaluation_section(description)) if description else []
+    if len(asked) > 1:
+        problems.append(RequestProblem("metric", f"the request names several metrics ({', '.join(asked)})", "keep the one the result will be judged by"))
+    elif asked:
+        req.metric = asked[0]
+        notes.append(f"metric {req.metric}: from the request")
+        if described and described[0] != req.metric:
+            notes.append(f"the description's metric is {described[0]}; the request's {req.metric} is used")
+    elif described:
+        req.metric = described[0]
+        notes.append(f"metric {req.metric}: from the task description")
+    else:
+        problems.append(RequestProblem(
+            "metric", "the request and the data folder do not say how results are judged",
+            "name a metric in the request, e.g. 'judged by accuracy' (or roc_auc, log_loss, f1, rmse, rmsle, mae)",
+        ))
+
+    # -- target: the request's named column, checked against the sample submission and tables
+    named = [c for c in _mentioned_columns(prompt, train_cols) if c in label_candidates]
+    phrase = _target_phrase(prompt)
+    from_sample = None
+    if sample_cols:
+        from_sample = [c for c in sample_cols[1:] if c in label_candidates] or None
+        if from_sample is None and len(sample_cols) > 2:
+            # one probability column per class: the target is the train-only column whose
+            # values are those class names
+            for c in label_candidates:
+                vals = {str(v) for v in read_table(data_dir / req.train_file)[c].dropna().unique()}
+                if vals and vals == set(sample_cols[1:]):
+                    from_sample = [c]
+                    break
+    if phrase and _norm(phrase) in {_norm(c) for c in test_cols if c in train_cols}:
+        col = next(c for c in test_cols if _norm(c) == _norm(phrase))
+        problems.append(RequestProblem(
+            "target", f"the request asks to predict {col!r}, but the test table has that column, so it is an input, not the label",
+            f"name a column the test table lacks: {', '.join(label_candidates) or '(none: add the labels to the training table)'}",
+        ))
+    elif named:
+        req.target = named[:1] if not from_sample or len(from_sample) == 1 else [c for c in named if c in from_sample] or named[:1]
+        if from_sample and set(req.target) - set(from_sample):
+            problems.append(RequestProblem(
+                "target", f"the request asks for {req.target[0]!r} but sample_submission.csv predicts {', '.join(from_sample)}",
+                f"either predict {from_sample[0]!r} or replace sample_submission.csv",
+            ))
+        else:
+            notes.append(f"target {', '.join(req.target)}: named in the request")
+    elif from_sample:
+        req.target = from_sample
+        notes.append(f"target {', '.join(req.target)}: the sample submission's prediction column(s)")
+    if req.target is None and not any(p.field == "target" for p in problems):
+        if phrase and _norm(phrase) not in {_norm(c) for c in train_cols} and len(label_candidates) != 1:
+            problems.append(RequestProblem(
+                "target", f"the request does not name a column to predict ({phrase!r} is not a column of {req.train_file})",
+                f"name the column to predict; the training table has these columns the test table lacks: {', '.join(label_candidates) or 'none'}",
+            ))
+        elif len(label_candidates) == 1:
+            req.target = label_candidates
+            notes.append(f"target {label_candidates[0]}: the only training column the test table lacks")
+        else:
+            problems.append(RequestProblem(
+                "target", "the request does not say which column to predict" if label_candidates else f"{req.train_file} has no column that {req.test_file} lacks",
+                f"name one of {', '.join(label_candidates)} in the request, e.g. 'predict {label_candidates[-1]}'" if label_candidates else "add the label column to the training table",
+            ))
+
+    # -- id column: the sample submission's first column, else a unique test column named id
+    if sample_cols and sample_cols[0] in test_cols:
+        req.id_column = sample_cols[0]
+    elif not sample_cols:
+        test_head = pd.read_csv(data_dir / req.test_file) if req.test_file.endswith(".csv") else read_table(data_dir / req.test_file)
+        ids = [c for c in test_cols if re.fullmatch(r"(?i)(id|.*_id|id_.*|.*id)", c) and test_head[c].is_unique]
+        dt = [c for c in test_cols if _is_datetime(test_head[c]) and test_head[c].is_unique]
+        req.id_column = (ids or dt or [None])[0]
+        if req.id_column:
+            notes.append(f"id column {req.id_column}: unique in the test table (no sample submission; one is written)")
+        else:
+            notes.append("no id column: the submission follows the test table's row order")
+
+    # -- task kind: from the metric's kind and the target's values; contradictions reported
+    if req.metric and req.target:
+        metric = get_metric(req.metric)
+        y = read_table(data_dir / req.train_file)[req.target]
+        numeric = all(pd.api.types.is_numeric_dtype(y[c]) for c in y)
+        n_unique = max(int(y[c].nunique()) for c in y)
+        if metric.kind == "regression":
+            binary = any(pd.api.types.is_bool_dtype(y[c]) or y[c].nunique() <= 2 for c in y)
+            if not numeric or binary:
+                problems.append(RequestProblem(
+                    "metric", f"{req.metric} scores numbers but {req.target[0]!r} holds {'yes/no ' if binary else ''}labels ({', '.join(map(str, y[req.target[0]].dropna().unique()[:3]))} ...)",
+                    "use a classification metric (accuracy, roc_auc, log_loss, f1) or name a numeric target",
+                ))
+            req.task_kind = "multi_target_regression" if len(req.target) > 1 else "regression"
+        else:
+            if numeric and n_unique > max(50, len(y) // 20):
+                problems.append(RequestProblem(
+                    "metric", f"{req.metric} scores classes but {req.target[0]!r} is a number with {n_unique} distinct values",
+                    "use a regression metric (rmse, rmsle, mae) or name a categorical target",
+                ))
+            req.task_kind = "binary" if n_unique == 2 and len(req.target) == 1 else "multiclass" if len(req.target) == 1 else None
+            if len(req.target) > 1:
+                problems.append(RequestProblem("target", f"{len(req.target)} label columns with a classification metric (multi-label) are not supported yet", "predict one label column per run"))
+        words_regr = re.search(_REGRESSION_WORDS, prompt, re.I)
+        words_clf = re.search(_CLASSIFICATION_WORDS, prompt, re.I)
+        if req.task_kind == "regression" and words_clf and not words_regr:
+            problems.append(RequestProblem("task_kind", f"the request says {words_clf.group(0)!r} (a classification) but {req.metric} is a regression metric", "fix the metric or the wording"))
+        if req.task_kind in ("binary", "multiclass") and re.search(r"\bregression\b", prompt, re.I):
+            problems.append(RequestProblem("task_kind", f"the request says 'regression' but {req.metric} is a classification metric", "fix the metric or the wording"))
+
+    # -- time index: a datetime column plus time words in the request
+    if re.search(_TIME_WORDS, prompt, re.I):
+        head = pd.read_csv(data_dir / req.train_file, nrows=200) if req.train_file.endswith(".csv") else read_table(data_dir / req.train_file).head(200)
+        times = [c for c in head.columns if c in test_cols and _is_datetime(head[c])]
+        if times:
+            req.time_column = times[0]
+            notes.append(f"time-indexed: validation folds follow {times[0]} (earlier rows train, later rows validate)")
+        else:
+            notes.append("the request speaks of time but no column parses as a date or time; ordinary folds are used")
+    c = req.constraints
+    if c.interpretable:
+        notes.append("constraint: interpretable models only")
+    if c.max_inference_ms_per_row:
+        notes.append(f"constraint: at most {c.max_inference_ms_per_row:g} ms per predicted row")
+    if c.max_model_mb:
+        notes.append(f"constraint: fitted model at most {c.max_model_mb:g} MB")
+    return out
+
+
+def _is_datetime(s) -> bool:
+    """True when a string column parses as dates/times for nearly every value."""
+    import pandas as pd
+
+    if not (s.dtype == object or pd.api.types.is_string_dtype(s)):
+        return False
+    vals = s.dropna().astype(str).head(200)
+    if vals.empty or not vals.str.contains(r"\d{1,4}[-/:]\d{1,2}").all():
+        return False
+    parsed = pd.to_datetime(vals, errors="coerce", format="mixed")
+    return bool(parsed.notna().mean() > 0.95)
+
+
+# --------------------------------------------------------------------------------------------
+# writing the task folder
+
+
+def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | Path, *, prompt: str = "") -> Path:
+    """Write a task folder for :func:`mcgs.task.load_task`: ``task.yaml`` (from the request),
+    links to the data folder's tables (never copies, never writes into ``data_dir``), a
+    ``sample_submission.csv`` when the data has none, and ``request.json`` (the prompt, the
+    schema, the notes).
+
+    Raises:
+        RequestError: the request still has problems.
+    """
+    import os
+
+    import pandas as pd
+    import yaml
+
+    from mcgs.task import read_table
+
+    if parsed.problems:
+        raise RequestError(parsed.problems)
+    req = parsed.request
+    data_dir, dest = Path(data_dir).resolve(), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in (req.train_file, req.test_file, req.sample_submission_file):
+        if name and not (dest / name).exists():
+            os.symlink(data_dir / name, dest / name)
+    sample = req.sample_submission_file
+    if sample is None:
+        test = read_table(data_dir / req.test_file)
+        frame = pd.DataFrame({req.id_column: test[req.id_column]}) if req.id_column else pd.DataFrame(index=test.index)
+        for t in req.target or []:
+            frame[t] = 0
+        sample = "sample_submission.csv"
+        frame.to_csv(dest / sample, index=False)
+    cfg: dict = {"name": data_dir.name, "metric": req.metric, "target": req.target, "train_file": req.train_file, "test_file": req.test_file, "sample_submission_file": sample}
+    if req.id_column:
+        cfg["id_column"] = req.id_column
+    else:
+        cfg["no_id_column"] = True
+    if req.time_column:
+        cfg["validation"] = {"kind": "time_split", "time_column": req.time_column}
+    if req.constraints != RequestConstraints():
+        cfg["constraints"] = req.constraints.model_dump(exclude_defaults=True)
+    cfg["description"] = (prompt.strip() + "\n\n" + parsed.description.strip()).strip() if parsed.description != prompt else prompt
+    (dest / "task.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    (dest / "request.json").write_text(json.dumps({"prompt": prompt, "request": req.model_dump(), "notes": parsed.notes}, indent=2))
+    return dest
+
+
+def task_from_request(prompt: str, data_dir: str | Path, dest: str | Path):
+    """Parse, verify and load: the Python equivalent of ``mcgs run --prompt ... --data DIR``.
+
+    Returns:
+        ``(TaskSpec, ParsedRequest)``.
+
+    Raises:
+        RequestError: missing or contradictory facts, each with what to add.
+        mcgs.task.TaskError: the written task folder does not load (a data problem).
+    """
+    from mcgs.task import load_task
+
+    parsed = parse_request(prompt, data_dir)
+    folder = write_task_folder(parsed, data_dir, dest, prompt=prompt)
+    return load_task(folder), parsed
