@@ -23,6 +23,8 @@ __all__ = [
     "load_entries",
     "get_entry",
     "retrieve",
+    "rank_entries",
+    "profile_words",
     "template_environment",
     "ENTRIES_DIR",
     "RECIPES_DIR",
@@ -76,40 +78,78 @@ class Recipe(BaseModel):
 
 
 class Applicability(BaseModel):
-    """Conditions on the data profile under which an entry applies (all must hold)."""
+    """Conditions on the data profile under which an entry applies (all given ones must hold).
+
+    Attributes:
+        task_kinds, metrics: Allowed task kinds and metric names.
+        min_rows, max_rows: Training rows.
+        min_classes, max_classes: Number of classes (classification).
+        max_minority_ratio: The rarest class's share of training rows times the number of
+            classes is at most this (1 = balanced; 0.3 = the rarest class has under a third of
+            its balanced share: imbalanced data).
+        min_numeric_columns, min_categorical_columns: Feature columns of that kind.
+        has_string_columns, has_text, has_datetime, has_missing: Presence of high-cardinality
+            strings, free text, date/time columns, missing cells.
+        time_indexed: The task's folds follow a time column (validation ``time_split``).
+        min_target_skew: Regression target skew is at least this (heavy right tail).
+        has_train_only_columns: The training table has columns the test table lacks.
+    """
 
     model_config = ConfigDict(extra="forbid")
     task_kinds: list[str] = Field(default_factory=lambda: ["binary", "multiclass", "regression", "multi_target_regression"])
     metrics: list[str] | None = None
     min_rows: int | None = None
     max_rows: int | None = None
+    min_classes: int | None = None
     max_classes: int | None = None
+    max_minority_ratio: float | None = None
     min_numeric_columns: int | None = None
+    min_categorical_columns: int | None = None
     has_string_columns: bool | None = None
     has_missing: bool | None = None
     has_text: bool | None = None
+    has_datetime: bool | None = None
+    time_indexed: bool | None = None
+    min_target_skew: float | None = None
+    has_train_only_columns: bool | None = None
+
+    def failed(self, profile: dict[str, Any]) -> list[str]:
+        """Names of the conditions that do not hold for ``profile`` (empty: the entry applies)."""
+        p = profile
+        checks = {
+            "task_kinds": p["task_kind"] in self.task_kinds,
+            "metrics": self.metrics is None or p["metric"] in self.metrics,
+            "min_rows": self.min_rows is None or p["n_train"] >= self.min_rows,
+            "max_rows": self.max_rows is None or p["n_train"] <= self.max_rows,
+            "min_classes": self.min_classes is None or p.get("n_classes", 0) >= self.min_classes,
+            "max_classes": self.max_classes is None or p.get("n_classes", 0) <= self.max_classes,
+            "max_minority_ratio": self.max_minority_ratio is None or ("minority_share" in p and p["minority_share"] * p["n_classes"] <= self.max_minority_ratio),
+            "min_numeric_columns": self.min_numeric_columns is None or p["n_numeric"] >= self.min_numeric_columns,
+            "min_categorical_columns": self.min_categorical_columns is None or p["n_categorical"] >= self.min_categorical_columns,
+            "has_string_columns": self.has_string_columns is None or (p["n_string"] > 0) == self.has_string_columns,
+            "has_text": self.has_text is None or (p.get("n_text", 0) > 0) == self.has_text,
+            "has_datetime": self.has_datetime is None or (p.get("n_datetime", 0) > 0) == self.has_datetime,
+            "has_missing": self.has_missing is None or (p["missing_share"] > 0) == self.has_missing,
+            "time_indexed": self.time_indexed is None or bool(p.get("time_indexed")) == self.time_indexed,
+            "min_target_skew": self.min_target_skew is None or (p.get("target_skew") is not None and p["target_skew"] >= self.min_target_skew),
+            "has_train_only_columns": self.has_train_only_columns is None or bool(p.get("train_only_columns")) == self.has_train_only_columns,
+        }
+        return [k for k, ok in checks.items() if not ok]
 
     def matches(self, profile: dict[str, Any]) -> bool:
         """True when every condition holds for ``profile`` (see :func:`mcgs.profile.profile_task`)."""
-        if profile["task_kind"] not in self.task_kinds:
-            return False
-        if self.metrics is not None and profile["metric"] not in self.metrics:
-            return False
-        if self.min_rows is not None and profile["n_train"] < self.min_rows:
-            return False
-        if self.max_rows is not None and profile["n_train"] > self.max_rows:
-            return False
-        if self.max_classes is not None and profile.get("n_classes", 0) > self.max_classes:
-            return False
-        if self.min_numeric_columns is not None and profile["n_numeric"] < self.min_numeric_columns:
-            return False
-        if self.has_string_columns is not None and (profile["n_string"] > 0) != self.has_string_columns:
-            return False
-        if self.has_text is not None and (profile.get("n_text", 0) > 0) != self.has_text:
-            return False
-        if self.has_missing is not None and (profile["missing_share"] > 0) != self.has_missing:
-            return False
-        return True
+        return not self.failed(profile)
+
+    # Conditions that describe the data's character (not size or class-count guards).
+    _SIGNALS = ("metrics", "max_minority_ratio", "min_categorical_columns", "has_string_columns", "has_missing",
+                "has_text", "has_datetime", "time_indexed", "min_target_skew", "has_train_only_columns")
+
+    def specificity(self) -> int:
+        """How many conditions on the data's character (text, dates, time index, imbalance,
+        skew, missing values, categories, metric) the entry sets; size and class-count limits
+        are guards and do not count. A more specific entry that matches is a stronger
+        recommendation."""
+        return sum(getattr(self, k) not in (None, False) for k in self._SIGNALS)
 
 
 class KnowledgeEntry(BaseModel):
@@ -139,8 +179,19 @@ def load_entries(directory: str | None = None) -> tuple[KnowledgeEntry, ...]:
     for path in sorted(folder.glob("*.yaml")):
         try:
             entry = KnowledgeEntry.model_validate(yaml.safe_load(path.read_text()))
-        except (yaml.YAMLError, ValidationError) as exc:
-            raise KnowledgeBaseError(f"knowledge entry {path} is invalid: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise KnowledgeBaseError(f"knowledge entry {path} is not valid YAML: {exc}") from exc
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err["loc"])
+                if err["type"] == "extra_forbidden":
+                    lines.append(f"  {loc}: unknown field; remove it or check its spelling")
+                elif err["type"] == "missing":
+                    lines.append(f"  {loc}: required; add it")
+                else:
+                    lines.append(f"  {loc}: {err['msg']}")
+            raise KnowledgeBaseError(f"knowledge entry {path} is invalid:\n" + "\n".join(lines)) from exc
         if entry.id in entries:
             raise KnowledgeBaseError(f"knowledge entry id {entry.id!r} is defined twice ({path})")
         if entry.recipe and entry.recipe.template and not (RECIPES_DIR / entry.recipe.template).is_file():
@@ -177,6 +228,86 @@ def retrieve(profile: dict[str, Any], level: str | None = None, recipe_kind: str
         if e.applies_to.matches(profile):
             out.append(e)
     return sorted(out, key=lambda e: (e.recipe.priority if e.recipe else 99, e.id))
+
+
+def profile_words(profile: dict[str, Any]) -> str:
+    """Plain words for what the profile says, so that lexical retrieval can match entries'
+    guidance (e.g. a text column -> "free text words n-grams")."""
+    words = [profile["task_kind"].replace("_", " "), profile["metric"].replace("_", " ")]
+    if profile.get("n_text"):
+        words.append("free text comments documents words characters n-grams vectorise")
+    if profile.get("n_datetime"):
+        words.append("date time timestamp calendar hour day week month")
+    if profile.get("time_indexed"):
+        words.append("time-indexed time series past future lags rolling forecast")
+    if profile.get("n_categorical"):
+        words.append("categorical categories levels encoding")
+    if profile.get("missing_share", 0) > 0:
+        words.append("missing values imputation")
+    if profile.get("minority_share") is not None and profile["minority_share"] * profile["n_classes"] <= 0.3:
+        words.append("imbalanced rare class")
+    if profile.get("n_classes", 0) > 10:
+        words.append("many classes")
+    if profile.get("train_only_columns") or profile.get("leakage"):
+        words.append("leakage train-only columns")
+    if (profile.get("target_skew") or 0) > 1:
+        words.append("skewed non-negative target counts log")
+    return " ".join(words)
+
+
+_TFIDF_CACHE: dict[tuple[str, ...], Any] = {}
+
+
+def _tfidf(entries: tuple[KnowledgeEntry, ...]):
+    key = tuple(e.id for e in entries)
+    if key not in _TFIDF_CACHE:
+        _TFIDF_CACHE[key] = _fit_tfidf(entries)
+    return _TFIDF_CACHE[key]
+
+
+def _fit_tfidf(entries: tuple[KnowledgeEntry, ...]):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, ngram_range=(1, 2), min_df=1)
+    matrix = vec.fit_transform([f"{e.title} {e.title} {e.guidance}" for e in entries])
+    return vec, matrix
+
+
+def rank_entries(
+    profile: dict[str, Any],
+    description: str = "",
+    *,
+    level: str | None = None,
+    top_k: int | None = None,
+) -> list[tuple[KnowledgeEntry, float]]:
+    """Entries that apply to the profile, ranked for a task (AutoMLGen's knowledge retrieval;
+    DESIGN §6).
+
+    Score = 0.25 x specificity (how many profile conditions the entry sets and the task meets:
+    an entry written for text tasks outranks a generic one on a text task) + the TF-IDF cosine
+    similarity (scikit-learn ``TfidfVectorizer``, word 1-2-grams) between the entry's title
+    and guidance and the task description plus :func:`profile_words`.
+
+    Args:
+        profile: The task's data profile (:func:`mcgs.profile.profile_task`).
+        description: The task description or request text.
+        level: Keep only ``model``, ``data`` or ``strategy`` entries.
+        top_k: Return at most this many.
+
+    Returns:
+        ``[(entry, score)]``, best first; entries whose conditions fail are left out.
+    """
+    entries = load_entries()
+    vec, matrix = _tfidf(entries)
+    query = vec.transform([f"{description} {profile_words(profile)}"])
+    sims = (matrix @ query.T).toarray().ravel()
+    ranked = []
+    for e, sim in zip(entries, sims):
+        if (level and e.level != level) or not e.applies_to.matches(profile):
+            continue
+        ranked.append((e, round(0.25 * e.applies_to.specificity() + float(sim), 4)))
+    ranked.sort(key=lambda t: (-t[1], t[0].id))
+    return ranked[:top_k] if top_k else ranked
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from mcgs.profile import is_datetime_column
 from mcgs.task import TaskConstraints as RequestConstraints
 
 __all__ = [
@@ -326,7 +327,7 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     elif not sample_cols:
         test_head = pd.read_csv(data_dir / req.test_file) if req.test_file.endswith(".csv") else read_table(data_dir / req.test_file)
         ids = [c for c in test_cols if re.fullmatch(r"(?i)(id|.*_id|id_.*|.*id)", c) and test_head[c].is_unique]
-        dt = [c for c in test_cols if _is_datetime(test_head[c]) and test_head[c].is_unique]
+        dt = [c for c in test_cols if is_datetime_column(test_head[c]) and test_head[c].is_unique]
         req.id_column = (ids or dt or [None])[0]
         if req.id_column:
             notes.append(f"id column {req.id_column}: unique in the test table (no sample submission; one is written)")
@@ -366,7 +367,7 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     # -- time index: a datetime column plus time words in the request
     if re.search(_TIME_WORDS, prompt, re.I):
         head = pd.read_csv(data_dir / req.train_file, nrows=200) if req.train_file.endswith(".csv") else read_table(data_dir / req.train_file).head(200)
-        times = [c for c in head.columns if c in test_cols and _is_datetime(head[c])]
+        times = [c for c in head.columns if c in test_cols and is_datetime_column(head[c])]
         if times:
             req.time_column = times[0]
             notes.append(f"time-indexed: validation folds follow {times[0]} (earlier rows train, later rows validate)")
@@ -380,19 +381,6 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     if c.max_model_mb:
         notes.append(f"constraint: fitted model at most {c.max_model_mb:g} MB")
     return out
-
-
-def _is_datetime(s) -> bool:
-    """True when a string column parses as dates/times for nearly every value."""
-    import pandas as pd
-
-    if not (s.dtype == object or pd.api.types.is_string_dtype(s)):
-        return False
-    vals = s.dropna().astype(str).head(200)
-    if vals.empty or not vals.str.contains(r"\d{1,4}[-/:]\d{1,2}").all():
-        return False
-    parsed = pd.to_datetime(vals, errors="coerce", format="mixed")
-    return bool(parsed.notna().mean() > 0.95)
 
 
 # --------------------------------------------------------------------------------------------

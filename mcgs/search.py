@@ -304,7 +304,7 @@ class Search:
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
         answer = self.coder.write(build_request(ctx, exp))
-        review = review_program(answer.code)
+        review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
         if exp.operator in (Operator.FUSION, Operator.AGGREGATE):
             inputs = ([exp.parent_id] if exp.operator is Operator.FUSION else []) + list(exp.references)
             edges = [(i, EdgeKind.FUSES, {}) for i in dict.fromkeys(inputs)]

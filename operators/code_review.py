@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Literal
+from typing import Literal, Sequence
 
 __all__ = ["Review", "review_program", "REQUIRED_OUTPUTS"]
 
@@ -160,11 +160,15 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def review_program(code: str) -> Review:
+def review_program(code: str, train_only_columns: Sequence[str] = ()) -> Review:
     """Review a candidate program statically.
 
     Args:
         code: Source of ``solution.py``.
+        train_only_columns: Training columns the test table lacks (the profile's
+            ``train_only_columns``): a program naming one in a string constant is rejected,
+            since those columns are unknown at prediction time and leak the outcome (pizza's
+            retrieval-time fields).
 
     Returns:
         A :class:`Review`. Never raises for a bad program: a syntax error is a rejection
@@ -181,6 +185,12 @@ def review_program(code: str) -> Review:
     v = _Visitor()
     v.visit(tree)
     problems = list(dict.fromkeys(v.problems))
+    leaked = sorted(set(train_only_columns) & set(v.strings))
+    if leaked:
+        problems.append(
+            f"reads training-only column(s) {', '.join(map(repr, leaked[:5]))}: the test table lacks them, so they "
+            f"cannot be features (use only columns the test table has)"
+        )
     for path, key in REQUIRED_OUTPUTS:
         base = path.rsplit("/", 1)[1]
         if not any(s == key or s.endswith(base) for s in v.strings):

@@ -32,14 +32,17 @@ from typing import Any, Sequence
 
 from mcgs.coders import CoderAnswer, CoderRequest
 from mcgs.contract import CONTRACT_VERSION
-from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
+from mcgs.knowledge_base import KnowledgeEntry, get_entry, rank_entries, retrieve, template_environment
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
 
 __all__ = ["RecipeCoder", "render_program"]
 
 # Feature blocks in the order they run; each is controlled by a config flag.
-FEATURE_ORDER = ("split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators")
+FEATURE_ORDER = (
+    "datetime_parts", "cyclical_time", "covariate_lags", "text_stats",
+    "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
+)
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
 
@@ -183,9 +186,11 @@ class RecipeCoder:
             # every family has a draft already: vary it so the new draft is not a copy
             config = self._mutate_params(config, entry, rng, avoid=())[0]
         on = [f for f, v in config["features"].items() if v]
+        advice = [e.title for e, _ in rank_entries(req.profile, req.task.description, top_k=12) if e.level != "model"][:3]
         plan = (
             f"Draft: {entry.title} with default parameters on engineered features "
             f"({', '.join(on) or 'raw columns only'}), trained with the task's folds. {entry.guidance.strip()}"
+            + (f" Knowledge that applies to this data: {'; '.join(advice)}." if advice else "")
         )
         return config, plan
 
