@@ -149,3 +149,33 @@ def test_interpretable_constraint_drafts_only_inspectable_models_and_no_ensemble
     assert models <= {"model.logistic_regression", "model.ridge", "model.knn", "model.tfidf_linear"} and len(models) >= 2
     search = create_search(spec, tmp_path / "run", settings=SearchSettings(max_nodes=1))
     assert search.settings.ensemble is False
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+def test_text_recipes_run_and_read_the_text(tmp_path, kind):
+    import yaml
+
+    rng = np.random.default_rng(1)
+    vocab = {"a": "ship sea storm sail wave", "b": "ghost grave night fear dark", "c": "love heart rose kiss dear"}
+    labels = rng.choice(list(vocab) if kind == "multiclass" else ["a", "b"], 400)
+    noise = "the of and to in was it".split()
+    text = [" ".join(rng.choice(vocab[lab].split() + noise * 2, 12)) for lab in labels]
+    df = __import__("pandas").DataFrame({"id": range(400), "text": text, "author": labels})
+    folder = tmp_path / "t"
+    folder.mkdir()
+    df.iloc[:300].to_csv(folder / "train.csv", index=False)
+    df.iloc[300:, :2].to_csv(folder / "test.csv", index=False)
+    df.iloc[300:, :2].assign(author="a").drop(columns="text").to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "accuracy", "validation": {"n_splits": 3}}))
+    from mcgs.task import load_task
+
+    spec = load_task(folder)
+    prof = profile_task(spec)
+    assert prof["n_text"] == 1
+    models = [e.id for e in retrieve(prof, recipe_kind="model")]
+    assert models[:2] == ["model.naive_bayes_text", "model.tfidf_linear"]  # text models are drafted first
+    for model in models[:2]:
+        config = RecipeCoder().default_config(model, prof)
+        ev, out, ids = run_recipe(spec, config, tmp_path / model)
+        assert ev.score > 0.9, (model, ev.score)  # the words give the label away; only reading them scores
+        assert "data.text_statistics" in ids
