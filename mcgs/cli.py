@@ -126,6 +126,7 @@ def _drive(search) -> None:
 
     _stop_on_signals(search)
     stop = threading.Event()
+    search.say = lambda msg: progress.console.print(msg, highlight=False)
     with progress:
         task_id = progress.add_task(describe(), total=budget, completed=search.clock.elapsed, clock="")
 
@@ -197,6 +198,9 @@ def run(
     memory_mb: int = typer.Option(8192, help="Memory limit of one candidate, MiB."),
     workers: int = typer.Option(1, min=1, help="Candidates run at once; each gets an equal share of --cpu-threads."),
     cpu_threads: int = typer.Option(2, min=1, help="Threads all running candidates may use together (cores to give the search)."),
+    plans: int = typer.Option(
+        8, min=0, help="Draft plans screened on a row subsample before the first draft; the best are drafted first (0 = off)."
+    ),
     policy: str = typer.Option(
         "mcgs",
         help="Search policy: mcgs (UCT + Evolve/Fusion/Aggregate/ensembles), tree (UCT only) or greedy (AIDE's).",
@@ -221,6 +225,7 @@ def run(
             workers=workers,
             cpu_threads=cpu_threads,
             policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
+            plan_candidates=plans,
         )
         search = create_search(task, out_dir, settings=settings)
     _drive(search)

@@ -146,6 +146,8 @@ class Search:
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._ensemble_checked = 0  # valid search nodes when ensemble selection last ran
+        self._plan_queue: list = []  # screened draft plans, best first (multi-plan drafting)
+        self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self._verdict_lock = threading.RLock()
 
     @property
@@ -196,6 +198,7 @@ class Search:
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
         try:
+            self._prepare_plans()
             if self.settings.workers > 1:
                 self._run_workers()
             else:
@@ -303,7 +306,10 @@ class Search:
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
-        answer = self.coder.write(build_request(ctx, exp))
+        if exp.operator is Operator.DRAFT and self._plan_queue:
+            answer = self._next_plan()
+        else:
+            answer = self.coder.write(build_request(ctx, exp))
         review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
         if exp.operator in (Operator.FUSION, Operator.AGGREGATE):
             inputs = ([exp.parent_id] if exp.operator is Operator.FUSION else []) + list(exp.references)
@@ -335,6 +341,67 @@ class Search:
             return None
         timeout = min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
         return node, timeout, ctx.seed
+
+    # ------------------------------------------------------------------ multi-plan drafting
+
+    @property
+    def _plans_path(self) -> Path:
+        return self.run_dir / "screen" / "plans.json"
+
+    def _prepare_plans(self) -> None:
+        """Write ``plan_candidates`` draft plans, screen them on a row subsample, and queue
+        them best first for the drafts (:mod:`mcgs.screening`). On resume, the stored ranking
+        is reused and plans already drafted are skipped."""
+        from mcgs.screening import build_screen_task, load_plans, rank_plans, run_screen, save_plans
+
+        k = self.settings.plan_candidates
+        drafted = sum(n.operator is Operator.DRAFT for n in self.nodes())
+        if self._plans_path.is_file():
+            ranked, _ = load_plans(self._plans_path)
+            self._plan_queue = ranked[drafted:]
+            return
+        if k <= 0 or drafted > 0:
+            return
+        from mcgs.operators import OperatorContext, build_request
+        from mcgs.policy import Expansion
+
+        g = self.graph()
+        root = next(n for n in self.nodes() if n.parent_id is None)
+        plans, stubs = [], []
+        for i in range(k):
+            ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + 1 + i)
+            req = dataclasses.replace(build_request(ctx, Expansion(parent_id=root.id, operator=Operator.DRAFT, reason="plan")), siblings=tuple(stubs))
+            answer = self.coder.write(req)
+            model = (answer.config or {}).get("model")
+            if any(a.code == answer.code or (model and (a.config or {}).get("model") == model) for a in plans):
+                break  # the coder has no new plan (a recipe coder repeats a model family)
+            plans.append(answer)
+            stubs.append(FrozenNode(id=-1 - i, seq=-1 - i, parent_id=root.id, operator=Operator.DRAFT, state=NodeState.PENDING, config=answer.config, plan=answer.plan))
+        share = self.settings.screen_share * self.clock.remaining
+        if share < 5.0 * len(plans):
+            self.say(f"budget too small to screen {len(plans)} draft plans ({share:.0f}s for screening); drafting in the coder's order")
+            return
+        folder = self.run_dir / "screen"
+        screen = build_screen_task(self.task, folder / "task", self.settings.screen_rows, self.settings.seed)
+        threads = max(1, self.settings.cpu_threads)
+        t0 = time.monotonic()
+        results = run_screen(
+            plans, screen, folder, timeout_s=self.settings.screen_timeout_s, time_share_s=share, threads=threads,
+            memory_mb=self.settings.memory_mb, cancel=self._stop, train_only_columns=self.profile.get("train_only_columns", ()),
+        )
+        ranked = rank_plans(results, self.task.higher_is_better)
+        save_plans(self._plans_path, ranked, {"rows": screen.n_train, "seconds": round(time.monotonic() - t0, 1)})
+        self.say(f"screened {sum(r.state != 'skipped' for r in ranked)} of {len(ranked)} draft plans on {screen.n_train} rows; drafting best first:")
+        for r in ranked:
+            model = r.answer.config.get("model", "?") if r.answer.config else "?"
+            self.say(f"  plan {model}: {r.state}{f' {r.score:.5g}' if r.score is not None else ''} ({r.runtime_s:.1f}s)")
+        self._plan_queue = ranked
+
+    def _next_plan(self):
+        """The best remaining screened plan, its screening result noted in the plan text."""
+        r = self._plan_queue.pop(0)
+        note = f"screened: {self.task.metric} {r.score:.5g} on a row subsample in {r.runtime_s:.0f}s" if r.score is not None else f"screening: {r.state}"
+        return dataclasses.replace(r.answer, plan=f"({note}) {r.answer.plan}")
 
     def _ensemble_due(self, g) -> bool:
         """True when the mcgs policy should build an ensemble now: ``ensemble_every`` valid

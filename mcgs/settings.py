@@ -97,6 +97,12 @@ class SearchSettings(BaseSettings):
             ``exploit_max_share`` (about 50-70 %, as in ML-Master's switch to exploitation).
         exploit_top_k: K of that global top-K.
         exploit_per_branch: At most this many of the top-K come from one branch.
+        plan_candidates: Draft plans the coder writes before the first draft; each runs on a
+            row subsample and the search drafts the best-ranked first (multi-plan drafting after
+            AutoML-Agent, ICML 2025, §3.3; :mod:`mcgs.screening`). 0 = no screening.
+        screen_rows: Training rows of the screening subsample.
+        screen_timeout_s: Time limit of one screening run, seconds.
+        screen_share: Share of the wall budget the screening may take in all.
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
         keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
@@ -126,6 +132,10 @@ class SearchSettings(BaseSettings):
     ensemble_method: Literal["greedy", "stacking"] = "greedy"
     policy: Literal["mcgs", "tree", "greedy"] = "mcgs"
     debug_prob: float = Field(0.5, ge=0, le=1)
+    plan_candidates: int = Field(8, ge=0)
+    screen_rows: int = Field(2000, ge=50)
+    screen_timeout_s: float = Field(60.0, gt=0)
+    screen_share: float = Field(0.1, ge=0, le=0.5)
     branch_stagnation: int = Field(3, ge=1)
     global_stagnation: int = Field(4, ge=1)
     graph_children: int = Field(2, ge=0)

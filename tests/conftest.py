@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Searches in tests draft as the coder proposes unless a test turns multi-plan screening on
+# (tests/test_screening.py); screening every tiny test search would only add minutes.
+os.environ.setdefault("MCGS_PLAN_CANDIDATES", "0")
 SHARED_DATA = Path(os.environ.get("MCGS_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

@@ -1,0 +1,190 @@
+"""Multi-plan drafting: write more draft plans than the search will draft, run each cheaply on
+a row subsample with a short time limit, and draft the best-ranked ones first.
+
+After AutoML-Agent (Trirat et al., ICML 2025, §3.3 "retrieval-augmented planning" with several
+plans, and §3.4's execution-based verification), with a real run instead of the LLM's
+simulated one: each plan is a full program, run in the sandbox on ``screen_rows`` training
+rows (stratified for classification) and a few hundred test rows, and scored by the engine on
+the same metric and fold scheme as the task. The screening's files live under
+``RUN_DIR/screen/``; its ranking is stored in ``RUN_DIR/screen/plans.json`` so a resumed run
+reuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mcgs.coders import CoderAnswer
+from mcgs.task import TaskSpec, read_table
+
+__all__ = ["PlanResult", "build_screen_task", "run_screen", "rank_plans", "save_plans", "load_plans"]
+
+# Test rows each screening program predicts (enough to check the submission's shape).
+SCREEN_TEST_ROWS = 300
+
+
+@dataclasses.dataclass
+class PlanResult:
+    """One screened plan.
+
+    Attributes:
+        answer: The coder's plan, program and config.
+        state: ``valid``, ``buggy``, ``timeout``, ``oom``, ``invalid_output``, ``rejected`` (by
+            the Code Review) or ``skipped`` (the screening's time share ran out first).
+        score: Engine score on the subsample (valid plans only).
+        runtime_s: Wall time of the screening run.
+        error: Short reason for a failure.
+    """
+
+    answer: CoderAnswer
+    state: str = "skipped"
+    score: float | None = None
+    runtime_s: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        a = self.answer
+        return {
+            "plan": a.plan, "code": a.code, "config": a.config, "knowledge_ids": list(a.knowledge_ids),
+            "state": self.state, "score": self.score, "runtime_s": round(self.runtime_s, 2), "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "PlanResult":
+        answer = CoderAnswer(plan=d["plan"], code=d["code"], config=d["config"], knowledge_ids=tuple(d["knowledge_ids"]))
+        return cls(answer=answer, state=d["state"], score=d["score"], runtime_s=d["runtime_s"], error=d["error"])
+
+
+def _write_rows(src: Path, dest: Path, rows) -> None:
+    """Copy the given row positions of a table, keeping its format (CSV, or JSON records)."""
+    if src.suffix.lower() == ".json" and src.read_text()[:1000].lstrip().startswith("["):
+        records = json.loads(src.read_text())
+        dest.write_text(json.dumps([records[i] for i in rows]))
+    elif src.suffix.lower() == ".csv":
+        import pandas as pd
+
+        pd.read_csv(src).iloc[list(rows)].to_csv(dest, index=False)
+    else:  # JSON lines
+        lines = src.read_text().splitlines()
+        dest.write_text("\n".join(lines[i] for i in rows) + "\n")
+
+
+def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int) -> TaskSpec:
+    """Write a row subsample of the task under ``dest`` and return its spec.
+
+    Training rows: ``min(n_train, max_rows)``, stratified on the label for classification
+    (scikit-learn ``train_test_split``), in their original order. Test rows: the first
+    :data:`SCREEN_TEST_ROWS` (and the matching sample-submission rows). Extra input files
+    are linked, not copied.
+    """
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    dest.mkdir(parents=True, exist_ok=True)
+    n = spec.n_train
+    rows = np.arange(n)
+    if n > max_rows:
+        y = None
+        if spec.task_kind in ("binary", "multiclass"):
+            labels = read_table(spec.train_path)[spec.target_columns[0]].astype(str)
+            counts = labels.value_counts()
+            if counts.min() >= 2 and max_rows >= len(counts):
+                y = labels.to_numpy()
+        rows, _ = train_test_split(rows, train_size=max_rows, stratify=y, random_state=seed)
+        rows = np.sort(rows)
+    test_rows = np.arange(min(spec.n_test, SCREEN_TEST_ROWS))
+    _write_rows(spec.train_path, dest / spec.train_file, rows)
+    _write_rows(spec.test_path, dest / spec.test_file, test_rows)
+    _write_rows(spec.sample_submission_path, dest / spec.sample_submission_file, test_rows)
+    for name in spec.extra_files:
+        link = dest / name
+        if not link.exists():
+            os.symlink(spec.data_dir / name, link)
+    return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows)})
+
+
+def run_screen(
+    plans: list[CoderAnswer],
+    screen: TaskSpec,
+    folder: Path,
+    *,
+    timeout_s: float,
+    time_share_s: float,
+    threads: int,
+    memory_mb: int,
+    cancel: threading.Event | None = None,
+    train_only_columns=(),
+) -> list[PlanResult]:
+    """Review and run each plan on the screening task, in order, each with an equal part of
+    ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent; return one
+    :class:`PlanResult` per plan (unrun plans are ``skipped``).
+
+    Raises:
+        KeyboardInterrupt: ``cancel`` was set (the caller's stop).
+    """
+    from mcgs.contract import prepare_run_input, prepare_workspace
+    from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
+    from mcgs.operators.code_review import review_program
+    from mcgs.sandbox import Outcome, SandboxLimits, run_program
+
+    inp = prepare_run_input(screen, folder)
+    labels = TaskLabels.load(screen, inp / "folds.csv")
+    results = [PlanResult(answer=a) for a in plans]
+    per_plan = min(timeout_s, max(5.0, time_share_s / max(1, len(plans))))
+    start = time.monotonic()
+    for i, res in enumerate(results):
+        left = time_share_s - (time.monotonic() - start)
+        if left < 5:
+            break
+        review = review_program(res.answer.code, train_only_columns=train_only_columns)
+        if review.rejected:
+            res.state, res.error = "rejected", "; ".join(review.reasons)
+            continue
+        ws = prepare_workspace(inp, folder / f"plan_{i}", review.code)
+        limits = SandboxLimits(timeout_s=min(per_plan, left), memory_mb=memory_mb, cpu_threads=threads)
+        out = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(i)}, cancel=cancel)
+        if cancel is not None and cancel.is_set():
+            raise KeyboardInterrupt("stop requested")
+        res.runtime_s = out.runtime_s
+        res.state = out.outcome.value if out.outcome is not Outcome.OK else "valid"
+        res.error = out.error
+        if out.outcome is Outcome.OK:
+            try:
+                res.score = float(evaluate_workspace(labels, ws).score)
+            except OutputError as exc:
+                res.state, res.error = "invalid_output", str(exc)
+        shutil.rmtree(ws / "working", ignore_errors=True)
+    return results
+
+
+def rank_plans(results: list[PlanResult], higher_is_better: bool) -> list[PlanResult]:
+    """Valid plans best first (ties: faster first); then plans whose quality the screening
+    could not see (skipped, or out of time or memory on the subsample: costly, not wrong), in
+    the coder's order; then failed ones (buggy, invalid output, rejected by the Code Review).
+    All stay in the queue: the search may want more drafts than there are good plans."""
+    def key(r: PlanResult):
+        if r.state == "valid" and r.score is not None and math.isfinite(r.score):
+            return (0, -r.score if higher_is_better else r.score, r.runtime_s)
+        return (1 if r.state in ("skipped", "timeout", "oom") else 2, 0.0, 0.0)
+
+    return sorted(results, key=key)
+
+
+def save_plans(path: Path, ranked: list[PlanResult], meta: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**meta, "plans": [r.to_json() for r in ranked]}, indent=2))
+    os.replace(tmp, path)
+
+
+def load_plans(path: Path) -> tuple[list[PlanResult], dict[str, Any]]:
+    data = json.loads(path.read_text())
+    return [PlanResult.from_json(d) for d in data.pop("plans")], data

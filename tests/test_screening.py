@@ -1,0 +1,94 @@
+"""Multi-plan drafting: plans are screened on a row subsample and the best is drafted first;
+the screening subsample keeps the task's format and class balance; a resumed run reuses the
+stored ranking."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+
+from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.demo import build_demo_task
+from mcgs.node import Operator
+from mcgs.screening import build_screen_task
+from mcgs.search import create_search, open_search
+from mcgs.settings import SearchSettings
+from mcgs.task import load_task
+
+
+@pytest.fixture(scope="module")
+def demo_task(tmp_path_factory):
+    return build_demo_task(tmp_path_factory.mktemp("demo") / "task")
+
+
+class SlowFirstPlan:
+    """The first plan it writes hangs (as a too-heavy model would); the others are recipes."""
+
+    name = "slow-first"
+
+    def __init__(self):
+        self.inner = RecipeCoder(models=("model.logistic_regression", "model.knn", "model.lightgbm"))
+        self.drafts = 0
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        ans = self.inner.write(request)
+        if request.operator is Operator.DRAFT:
+            self.drafts += 1
+            if self.drafts == 1:
+                return dataclasses.replace(ans, code="import time\ntime.sleep(600)\n" + ans.code, plan="HANGS " + ans.plan)
+        return ans
+
+
+def _settings(**kw):
+    base = dict(time_budget_s=600, per_run_timeout_s=20, num_drafts=1, max_nodes=1, seed=0, ensemble=False, policy="tree", screen_timeout_s=10, screen_share=0.3)
+    return SearchSettings(**(base | kw))
+
+
+def test_screening_drafts_the_best_plan_first(demo_task, tmp_path):
+    plain = create_search(demo_task, tmp_path / "plain", settings=_settings(plan_candidates=0), coder=SlowFirstPlan())
+    first = plain.step()
+    assert first.plan.split("] ", 1)[1].startswith("HANGS") and first.state.value == "timeout"  # without screening: the coder's order
+
+    search = create_search(demo_task, tmp_path / "run", settings=_settings(plan_candidates=3), coder=SlowFirstPlan())
+    search.run()
+    draft = next(n for n in search.nodes() if n.operator is Operator.DRAFT)
+    assert draft.is_valid and "HANGS" not in draft.plan and "screened:" in draft.plan
+    stored = json.loads((tmp_path / "run" / "screen" / "plans.json").read_text())
+    states = [p["state"] for p in stored["plans"]]
+    assert states == ["valid", "valid", "timeout"]  # ranked: valid best first, the hung one last
+    scores = [p["score"] for p in stored["plans"][:2]]
+    assert scores == sorted(scores, reverse=True)  # accuracy: higher first
+    assert stored["rows"] == min(2000, demo_task_rows(demo_task))
+
+    # a resumed run with more nodes takes the next plans from the stored ranking, no re-screening
+    coder = SlowFirstPlan()
+    again = open_search(tmp_path / "run", coder=coder)
+    again.settings = again.settings.model_copy(update={"num_drafts": 2, "max_nodes": 2})
+    again.run()
+    drafts = [n for n in again.nodes() if n.operator is Operator.DRAFT]
+    assert len(drafts) == 2 and "screened:" in drafts[1].plan and coder.drafts == 0
+
+
+def demo_task_rows(folder) -> int:
+    return load_task(folder).n_train
+
+
+def test_screen_subsample_is_stratified_and_keeps_json_records(tmp_path):
+    rows = [{"rid": f"r{i}", "text": f"word {i % 7} and more words", "stars": [1, 2], "label": i % 10 == 0} for i in range(3000)]
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "train.json").write_text(json.dumps(rows))
+    (folder / "test.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "label"} for r in rows[:700]]))
+    pd.DataFrame({"rid": [r["rid"] for r in rows[:700]], "label": 0.5}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text("metric: roc_auc\ntrain_file: train.json\ntest_file: test.json\n")
+    spec = load_task(folder)
+    screen = build_screen_task(spec, tmp_path / "screen", max_rows=500, seed=0)
+    sub = json.loads((tmp_path / "screen" / "train.json").read_text())
+    assert screen.n_train == len(sub) == 500 and screen.n_test == 300
+    assert sum(r["label"] for r in sub) == 50  # 10 % positives, as in the full table
+    assert sub[0]["stars"] == [1, 2]  # records keep their JSON shape
+    assert load_task(folder).n_train == 3000  # the task itself is untouched
