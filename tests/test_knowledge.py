@@ -90,3 +90,11 @@ def test_retrieval_on_real_text_and_time_tasks(shared_data, tmp_path):
     bikes, _ = task_from_request("Forecast the hourly rental count; RMSLE.", shared_data / "bike-sharing-demand/raw", tmp_path / "b")
     top = [e.id for e, _ in rank_entries(profile_task(bikes), bikes.description, top_k=4)]
     assert len(TIME & set(top)) >= 3, top
+
+
+def test_every_entry_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "knowledge_base.md").read_text()
+    missing = [e.id for e in load_entries() if f"`{e.id}`" not in doc]
+    assert not missing, f"add to docs/knowledge_base.md: {missing}"
