@@ -96,7 +96,7 @@ class Applicability(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    task_kinds: list[str] = Field(default_factory=lambda: ["binary", "multiclass", "regression", "multi_target_regression"])
+    task_kinds: list[str] = Field(default_factory=lambda: ["binary", "multiclass", "multilabel", "regression", "multi_target_regression"])
     metrics: list[str] | None = None
     min_rows: int | None = None
     max_rows: int | None = None

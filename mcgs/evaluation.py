@@ -209,7 +209,7 @@ def read_predictions(spec: TaskSpec, path: Path, rel: str, expected_rows: np.nda
     if not np.isfinite(vals).all():
         bad_cols = [c for c, ok in zip(cols, np.isfinite(vals).all(axis=0)) if not ok]
         raise OutputError(f"{rel}: missing, non-numeric or infinite values in columns {bad_cols}")
-    if spec.task_kind in ("binary", "multiclass") and ((vals < 0) | (vals > 1)).any():
+    if spec.task_kind in ("binary", "multiclass", "multilabel") and ((vals < 0) | (vals > 1)).any():
         raise OutputError(f"{rel}: probabilities outside [0, 1]")
     return vals
 
@@ -242,6 +242,9 @@ def score_predictions(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> f
         return metric.score(y, np.asarray(labels)[pred.argmax(axis=1)], labels=labels)
     if spec.task_kind == "regression":
         return metric.score(y_true.astype(float), pred[:, 0])
+    if spec.task_kind == "multilabel":
+        y = np.vectorize(lambda v: str(v).lower() in ("1", "true", "1.0"))(y_true).astype(int)
+        return metric.score(y, pred)
     # multi-target regression: mean column-wise score
     return float(np.mean([metric.score(y_true[:, j].astype(float), pred[:, j]) for j in range(pred.shape[1])]))
 

@@ -148,6 +148,7 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         * ``missing_share`` (share of missing cells in the feature columns), ``missing``
           {column: share} and ``cardinality`` {column: distinct values} per feature column;
         * target: ``n_classes``, ``class_shares`` and ``minority_share`` (classification),
+          ``label_shares``, ``n_labels`` and ``labels_per_row`` (multi-label),
           ``target_mean``, ``target_std``, ``target_min`` and ``target_skew``
           (regression; first target);
         * ``drift`` {column: statistic} and ``drifted_columns`` (statistic above
@@ -201,6 +202,11 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         out["n_classes"] = int(len(shares))
         out["minority_share"] = float(shares.min())
         out["class_shares"] = {str(k): round(float(v), 4) for k, v in shares.items()}
+    elif spec.task_kind == "multilabel":
+        pos = {t: float(train[t].astype(str).str.lower().isin(["1", "true", "1.0"]).mean()) for t in spec.target_columns}
+        out["label_shares"] = {t: round(v, 4) for t, v in pos.items()}
+        out["n_labels"] = len(pos)
+        out["labels_per_row"] = round(sum(pos.values()), 3)
     else:
         t = pd.to_numeric(train[spec.target_columns[0]], errors="coerce")
         out.update(

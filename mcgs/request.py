@@ -59,7 +59,7 @@ class TaskRequest(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    task_kind: Literal["binary", "multiclass", "regression", "multi_target_regression"] | None = None
+    task_kind: Literal["binary", "multiclass", "multilabel", "regression", "multi_target_regression"] | None = None
     target: list[str] | None = None
     id_column: str | None = None
     metric: str | None = None
@@ -354,9 +354,12 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
                     "metric", f"{req.metric} scores classes but {req.target[0]!r} is a number with {n_unique} distinct values",
                     "use a regression metric (rmse, rmsle, mae) or name a categorical target",
                 ))
-            req.task_kind = "binary" if n_unique == 2 and len(req.target) == 1 else "multiclass" if len(req.target) == 1 else None
-            if len(req.target) > 1:
-                problems.append(RequestProblem("target", f"{len(req.target)} label columns with a classification metric (multi-label) are not supported yet", "predict one label column per run"))
+            req.task_kind = "binary" if n_unique == 2 and len(req.target) == 1 else "multiclass" if len(req.target) == 1 else "multilabel"
+            if req.task_kind == "multilabel" and not metric.needs_proba:
+                problems.append(RequestProblem(
+                    "metric", f"{len(req.target)} label columns (multi-label) need a probability metric, not {req.metric}",
+                    "use the mean column-wise ROC AUC ('average AUC of the labels')",
+                ))
         words_regr = re.search(_REGRESSION_WORDS, prompt, re.I)
         words_clf = re.search(_CLASSIFICATION_WORDS, prompt, re.I)
         if req.task_kind == "regression" and words_clf and not words_regr:

@@ -40,7 +40,7 @@ __all__ = [
     "data_fingerprint",
 ]
 
-TaskKind = Literal["binary", "multiclass", "regression", "multi_target_regression"]
+TaskKind = Literal["binary", "multiclass", "multilabel", "regression", "multi_target_regression"]
 
 
 class TaskError(ValueError):
@@ -126,7 +126,8 @@ class TaskSpec(BaseModel):
         submission_columns: Columns of ``sample_submission.csv``, in order.
         metric: Canonical metric name (see :mod:`mcgs.metrics`).
         higher_is_better: The metric's direction, fixed here once for the task.
-        task_kind: binary, multiclass, regression or multi_target_regression.
+        task_kind: binary, multiclass, multilabel (several 0/1 label columns, each predicted
+            as a probability), regression or multi_target_regression.
         class_labels: Sorted class labels (JSON values) for classification, else None.
         positive_class: The positive label for binary tasks.
         submission_format: ``label`` (class labels), ``probability`` or ``value``.
@@ -308,10 +309,15 @@ def _json_value(v: Any) -> Any:
 def _infer_kind(train, target_columns, metric_kind, where: str) -> tuple[str, list | None]:
     if len(target_columns) > 1:
         if metric_kind != "regression":
-            raise TaskError(
-                f"{where}: {len(target_columns)} target columns with a classification metric is not supported yet; "
-                f"use a regression metric or a single target"
-            )
+            # multi-label: several 0/1 label columns, each predicted as a probability
+            bad = [c for c in target_columns if not set(train[c].dropna().astype(str).str.lower().unique()) <= {"0", "1", "true", "false", "0.0", "1.0"}]
+            if bad:
+                raise TaskError(
+                    f"{where}: {len(target_columns)} target columns with a classification metric are read as "
+                    f"multi-label (one 0/1 column per label), but {bad} hold other values; use one target column "
+                    f"for a multi-class task"
+                )
+            return "multilabel", None
         return "multi_target_regression", None
     y = train[target_columns[0]]
     if metric_kind == "regression":
@@ -373,6 +379,8 @@ def _build_spec(
             f"{where}: sample_submission.csv has one column per class of {target[0]!r}; that needs a multi-class "
             f"probability metric such as log_loss, not {metric.name}"
         )
+    if kind == "multilabel" and not metric.needs_proba:
+        raise TaskError(f"{where}: a multi-label task needs a probability metric such as mean_column_roc_auc, not {metric.name}")
     if metric.kind == "regression":
         sub_format = "value"
     elif metric.needs_proba:
@@ -381,7 +389,7 @@ def _build_spec(
         sub_format = "label"
     val = cfg.validation
     if val.kind is None:
-        val = val.model_copy(update={"kind": "kfold" if metric.kind == "regression" else "stratified_kfold"})
+        val = val.model_copy(update={"kind": "kfold" if metric.kind == "regression" or kind == "multilabel" else "stratified_kfold"})
     if val.kind == "group_kfold" and (not val.group_column or val.group_column not in train.columns):
         raise TaskError(f"{where}: validation.kind group_kfold needs validation.group_column naming a training column")
     if val.kind == "time_split" and (not val.time_column or val.time_column not in train.columns):

@@ -66,6 +66,10 @@ def make_task(folder, kind: str, n: int = 240, metric: str | None = None):
     elif kind == "multiclass":
         df["target"] = np.select([signal < 0.6, signal < 1.4], ["low", "mid"], "high")
         targets, metric = ["target"], metric or "log_loss"
+    elif kind == "multilabel":
+        df["l1"] = (signal > 1.0).astype(int)
+        df["l2"] = ((df["amount_b"] > 0) ^ (rng.random(len(df)) < 0.2)).astype(int)
+        targets, metric = ["l1", "l2"], metric or "mean_column_roc_auc"
     elif kind == "regression":
         df["target"] = 10 + 5 * signal
         targets, metric = ["target"], metric or "rmse"

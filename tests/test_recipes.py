@@ -29,7 +29,7 @@ def test_malformed_entry_is_named(tmp_path):
         load_entries(str(tmp_path))
 
 
-KINDS = ["binary", "multiclass", "regression", "multi_target_regression"]
+KINDS = ["binary", "multiclass", "multilabel", "regression", "multi_target_regression"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
