@@ -182,16 +182,9 @@ def load_entries(directory: str | None = None) -> tuple[KnowledgeEntry, ...]:
         except yaml.YAMLError as exc:
             raise KnowledgeBaseError(f"knowledge entry {path} is not valid YAML: {exc}") from exc
         except ValidationError as exc:
-            lines = []
-            for err in exc.errors():
-                loc = ".".join(str(p) for p in err["loc"])
-                if err["type"] == "extra_forbidden":
-                    lines.append(f"  {loc}: unknown field; remove it or check its spelling")
-                elif err["type"] == "missing":
-                    lines.append(f"  {loc}: required; add it")
-                else:
-                    lines.append(f"  {loc}: {err['msg']}")
-            raise KnowledgeBaseError(f"knowledge entry {path} is invalid:\n" + "\n".join(lines)) from exc
+            from mcgs._validation import describe_validation_error
+
+            raise KnowledgeBaseError(f"knowledge entry {path} is invalid:\n" + describe_validation_error(exc, what="field")) from exc
         if entry.id in entries:
             raise KnowledgeBaseError(f"knowledge entry id {entry.id!r} is defined twice ({path})")
         if entry.recipe and entry.recipe.template and not (RECIPES_DIR / entry.recipe.template).is_file():

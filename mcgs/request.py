@@ -380,9 +380,9 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     if c.interpretable:
         notes.append("constraint: interpretable models only")
     if c.max_inference_ms_per_row:
-        notes.append(f"constraint: at most {c.max_inference_ms_per_row:g} ms per predicted row")
+        notes.append(f"constraint: at most {c.max_inference_ms_per_row:g} ms per predicted row (recorded and shown to the coder; not measured yet)")
     if c.max_model_mb:
-        notes.append(f"constraint: fitted model at most {c.max_model_mb:g} MB")
+        notes.append(f"constraint: fitted model at most {c.max_model_mb:g} MB (recorded and shown to the coder; not measured yet)")
     return out
 
 

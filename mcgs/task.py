@@ -452,16 +452,9 @@ def _parse_task_yaml(data: dict, where: Path) -> _TaskYaml:
     try:
         return _TaskYaml.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            if err["type"] == "missing":
-                lines.append(f"  {loc}: required; add `{loc}: ...` (e.g. metric: accuracy)")
-            elif err["type"] == "extra_forbidden":
-                lines.append(f"  {loc}: unknown setting; remove it or check its spelling")
-            else:
-                lines.append(f"  {loc}: {err['msg']}")
-        raise TaskError(f"{where} has invalid settings:\n" + "\n".join(lines)) from exc
+        from mcgs._validation import describe_validation_error
+
+        raise TaskError(f"{where} has invalid settings:\n" + describe_validation_error(exc, example="e.g. metric: accuracy")) from exc
 
 
 def load_task(path: str | Path) -> TaskSpec:
