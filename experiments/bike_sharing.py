@@ -49,7 +49,7 @@ def rmsle(y_true, y_pred) -> float:
 def calendar(frame: pd.DataFrame) -> pd.DataFrame:
     t = pd.to_datetime(frame["datetime"])
     out = frame.drop(columns=["datetime"]).copy()
-    out["year"], out["month"], out["day"], out["dayofweek"], out["hour"] = t.dt.year, t.dt.month, t.dt.day, t.dt.dayofweek, t.dt.hour
+    out["year"], out["month"], out["day"], out["dayofweek"], out["hour"] = t.dt.year, t.dt.month, t.dt.day, t.dt.day_of_week, t.dt.hour
     return out
 
 

@@ -122,6 +122,14 @@ def _leakage(train, feats: list[str], kinds: dict[str, str], spec: TaskSpec, tra
                 weight = sample[c].astype(str).value_counts(normalize=True)
                 if float((purity * weight.reindex(purity.index)).sum()) >= 0.995 and t.nunique() > 1:
                     out.append({"column": c, "reason": "each of its values maps to a single class: a copy of the target?"})
+        for c in feats:
+            # a placeholder-or-value column (pizza's giver_username_if_known: "N/A" or a name)
+            # whose non-placeholder rows all carry one class
+            if kinds[c] in ("string", "id_like", "categorical") and sample[c].nunique() > 2:
+                top = sample[c].astype(str).value_counts()
+                rest = sample[c].astype(str) != top.index[0]
+                if top.iloc[0] >= 0.5 * len(sample) and rest.mean() >= 0.02 and t[rest].nunique() == 1 and t.nunique() > 1:
+                    out.append({"column": c, "reason": f"rows where it is not {top.index[0]!r} ({rest.mean():.0%}) all have class {t[rest].iloc[0]!r}: a leak?"})
     nums = [c for c in feats if kinds[c] == "numeric" and sample[c].nunique() > 1]
     if 1 < len(nums) <= 300:
         corr = sample[nums].corr().abs().to_numpy()

@@ -166,16 +166,21 @@ def run_screen(
 
 
 def rank_plans(results: list[PlanResult], higher_is_better: bool) -> list[PlanResult]:
-    """Valid plans best first (ties: faster first); then plans whose quality the screening
-    could not see (skipped, or out of time or memory on the subsample: costly, not wrong), in
-    the coder's order; then failed ones (buggy, invalid output, rejected by the Code Review).
-    All stay in the queue: the search may want more drafts than there are good plans."""
-    def key(r: PlanResult):
-        if r.state == "valid" and r.score is not None and math.isfinite(r.score):
-            return (0, -r.score if higher_is_better else r.score, r.runtime_s)
-        return (1 if r.state in ("skipped", "timeout", "oom") else 2, 0.0, 0.0)
+    """Order screened plans for drafting.
 
-    return sorted(results, key=key)
+    First the better half of the valid plans (by subsample score; ties: faster first); then the
+    plans the screening could not judge (skipped, or out of time or memory on the subsample:
+    costly, not wrong -- a strong but slow text model must not lose its draft to weak fast
+    ones), in the coder's order; then the worse half of the valid plans; then failed ones
+    (buggy, invalid output, rejected by the Code Review). All stay in the queue: the search may
+    want more drafts than there are good plans.
+    """
+    valid = [r for r in results if r.state == "valid" and r.score is not None and math.isfinite(r.score)]
+    valid.sort(key=lambda r: (-r.score if higher_is_better else r.score, r.runtime_s))
+    top = valid[: math.ceil(len(valid) / 2)]
+    unknown = [r for r in results if r.state in ("skipped", "timeout", "oom")]
+    failed = [r for r in results if r not in valid and r not in unknown]
+    return top + unknown + valid[len(top):] + failed
 
 
 def save_plans(path: Path, ranked: list[PlanResult], meta: dict[str, Any]) -> None:
