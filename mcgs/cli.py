@@ -178,6 +178,11 @@ def _summary(search) -> None:
     ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
     if ens and best is not None and best.operator.value != "ensemble":
         t.add_row("ensemble", f"node {ens[-1].seq} scored {ens[-1].score:.6f}: more than one standard error below the best node, not chosen")
+    singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
+    if best is not None and best.operator.value == "ensemble" and singles:
+        top = max(singles, key=lambda n: n.score if search.task.higher_is_better else -n.score)
+        if (top.score > best.score) if search.task.higher_is_better else (top.score < best.score):
+            t.add_row("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble is within one standard error of it and averages more models (docs/search.md, Ensembles)")
     if search.stop_reason:
         t.add_row("stopped because", search.stop_reason)
     out.print(t)

@@ -250,9 +250,16 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     req.sample_submission_file = _find_file(data_dir, "sample_submission")
     description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
     out.description = description or prompt
-    train_cols = _header(data_dir / req.train_file)
-    test_cols = _header(data_dir / req.test_file)
-    sample_cols = _header(data_dir / req.sample_submission_file) if req.sample_submission_file else None
+    try:
+        train_cols = _header(data_dir / req.train_file)
+        test_cols = _header(data_dir / req.test_file)
+        sample_cols = _header(data_dir / req.sample_submission_file) if req.sample_submission_file else None
+    except Exception as exc:  # pandas and the JSON reader raise many kinds
+        problems.append(RequestProblem(
+            "data", f"a table in {data_dir} cannot be read as CSV or JSON ({type(exc).__name__}: {str(exc)[:120]})",
+            "save train, test and sample submission as UTF-8 CSV files with a header row",
+        ))
+        return out
     label_candidates = [c for c in train_cols if c not in test_cols]
 
     # -- metric: the request first, then the description's evaluation section

@@ -379,7 +379,7 @@ class Search:
             stubs.append(FrozenNode(id=-1 - i, seq=-1 - i, parent_id=root.id, operator=Operator.DRAFT, state=NodeState.PENDING, config=answer.config, plan=answer.plan))
         share = self.settings.screen_share * self.clock.remaining
         if share < 5.0 * len(plans):
-            self.say(f"budget too small to screen {len(plans)} draft plans ({share:.0f}s for screening); drafting in the coder's order")
+            self.say(f"budget too small to screen {len(plans)} draft plans ({share:.0f}s of screening time); drafting them in the order the coder proposed")
             return
         folder = self.run_dir / "screen"
         screen = build_screen_task(self.task, folder / "task", self.settings.screen_rows, self.settings.seed)

@@ -111,3 +111,11 @@ def test_cli_request_and_run_from_a_prompt(tmp_path):
     sub = pd.read_csv(tmp_path / "run" / "best" / "submission.csv")
     assert list(sub.columns) == ["id", "y"] and len(sub) == 50
     assert sorted(p.name for p in data.iterdir()) == ["test.csv", "train.csv"]  # the data folder untouched
+
+
+def test_unreadable_table_is_a_request_problem_not_a_crash(tmp_path):
+    (tmp_path / "train.csv").write_bytes(bytes(range(256)) * 2)
+    (tmp_path / "test.csv").write_bytes(bytes(range(256)) * 2)
+    parsed = parse_request("predict y by auc", tmp_path)
+    assert [p.field for p in parsed.problems] == ["data"]
+    assert "cannot be read as CSV or JSON" in parsed.problems[0].message and "UTF-8 CSV" in parsed.problems[0].fix
