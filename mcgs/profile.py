@@ -13,7 +13,7 @@ from typing import Any
 
 from mcgs.task import TaskSpec, read_table
 
-__all__ = ["profile_task", "is_datetime_column", "MAX_CATEGORIES", "TEXT_MIN_WORDS", "DRIFT_THRESHOLD"]
+__all__ = ["profile_task", "is_datetime_column", "normalise_name", "MAX_CATEGORIES", "TEXT_MIN_WORDS", "DRIFT_THRESHOLD"]
 
 # A string column with at most this many distinct values counts as categorical.
 MAX_CATEGORIES = 50
@@ -88,7 +88,8 @@ def _drift(tr, te, kind: str) -> float | None:
     return None
 
 
-def _norm(name: str) -> str:
+def normalise_name(name: str) -> str:
+    """A column name without case, spaces, dashes or underscores, for matching names."""
     return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
@@ -99,9 +100,9 @@ def _leakage(train, feats: list[str], kinds: dict[str, str], spec: TaskSpec, tra
     import pandas as pd
 
     out = [{"column": c, "reason": "in the training table but not in the test table: never a feature"} for c in train_only]
-    targets = {_norm(t) for t in spec.target_columns}
+    targets = {normalise_name(t) for t in spec.target_columns}
     for c in feats:
-        n = _norm(c)
+        n = normalise_name(c)
         if any(t and t in n for t in targets if len(t) >= 3):
             out.append({"column": c, "reason": "named like the target"})
     sample = train.sample(min(len(train), SAMPLE_ROWS), random_state=0) if len(train) > SAMPLE_ROWS else train

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mcgs.profile import is_datetime_column
+from mcgs.profile import is_datetime_column, normalise_name
 from mcgs.task import TaskConstraints as RequestConstraints
 
 __all__ = [
@@ -190,10 +190,6 @@ def _header(path: Path) -> list[str]:
     return list(read_table(path).columns)
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
 def _mentioned_columns(prompt: str, columns: list[str]) -> list[str]:
     """Columns named in the prompt (case, spaces, dashes and underscores ignored; whole words
     only), in order of first mention."""
@@ -261,6 +257,7 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
         ))
         return out
     label_candidates = [c for c in train_cols if c not in test_cols]
+    train_table = read_table(data_dir / req.train_file)
 
     # -- metric: the request first, then the description's evaluation section
     asked = find_metrics(prompt)
@@ -291,12 +288,12 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
             # one probability column per class: the target is the train-only column whose
             # values are those class names
             for c in label_candidates:
-                vals = {str(v) for v in read_table(data_dir / req.train_file)[c].dropna().unique()}
+                vals = {str(v) for v in train_table[c].dropna().unique()}
                 if vals and vals == set(sample_cols[1:]):
                     from_sample = [c]
                     break
-    if phrase and _norm(phrase) in {_norm(c) for c in test_cols if c in train_cols}:
-        col = next(c for c in test_cols if _norm(c) == _norm(phrase))
+    if phrase and normalise_name(phrase) in {normalise_name(c) for c in test_cols if c in train_cols}:
+        col = next(c for c in test_cols if normalise_name(c) == normalise_name(phrase))
         problems.append(RequestProblem(
             "target", f"the request asks to predict {col!r}, but the test table has that column, so it is an input, not the label",
             f"name a column the test table lacks: {', '.join(label_candidates) or '(none: add the labels to the training table)'}",
@@ -314,7 +311,7 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
         req.target = from_sample
         notes.append(f"target {', '.join(req.target)}: the sample submission's prediction column(s)")
     if req.target is None and not any(p.field == "target" for p in problems):
-        if phrase and _norm(phrase) not in {_norm(c) for c in train_cols} and len(label_candidates) != 1:
+        if phrase and normalise_name(phrase) not in {normalise_name(c) for c in train_cols} and len(label_candidates) != 1:
             problems.append(RequestProblem(
                 "target", f"the request does not name a column to predict ({phrase!r} is not a column of {req.train_file})",
                 f"name the column to predict; the training table has these columns the test table lacks: {', '.join(label_candidates) or 'none'}",
@@ -344,7 +341,7 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     # -- task kind: from the metric's kind and the target's values; contradictions reported
     if req.metric and req.target:
         metric = get_metric(req.metric)
-        y = read_table(data_dir / req.train_file)[req.target]
+        y = train_table[req.target]
         numeric = all(pd.api.types.is_numeric_dtype(y[c]) for c in y)
         n_unique = max(int(y[c].nunique()) for c in y)
         if metric.kind == "regression":
@@ -376,7 +373,7 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
 
     # -- time index: a datetime column plus time words in the request
     if re.search(_TIME_WORDS, prompt, re.I):
-        head = pd.read_csv(data_dir / req.train_file, nrows=200) if req.train_file.endswith(".csv") else read_table(data_dir / req.train_file).head(200)
+        head = train_table.head(200)
         times = [c for c in head.columns if c in test_cols and is_datetime_column(head[c])]
         if times:
             req.time_column = times[0]
