@@ -14,6 +14,14 @@ The final submission follows the one-standard-error rule (Breiman, Friedman, Ols
 the ensemble is preferred to the single best node unless it is worse by more than one standard
 error of the best node's fold scores, since differences inside the noise of CV do not justify
 the higher-variance choice.
+
+For probability outputs two refinements are tried on the same OOF rows: blending in log-odds /
+log-probability space (a weighted geometric mean, renormalised) besides the arithmetic mean, and
+one temperature on the blend's logits (temperature scaling, Guo, Pleiss, Sun & Weinberger, *On
+Calibration of Modern Neural Networks*, ICML 2017). Regularised linear models on many classes are
+under-confident, and a flat member pulls a confident blend towards uniform; both cost log loss
+that neither the arithmetic mean nor the member weights can recover. The variant (and the
+temperature) is kept only when it improves the selection criterion.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from mcgs.task import TaskSpec
 __all__ = [
     "EnsembleSelection",
     "greedy_selection",
+    "select_ensemble",
+    "blend_predictions",
     "fold_standard_error",
     "selection_score",
     "render_ensemble_program",
@@ -45,11 +55,63 @@ class EnsembleSelection:
         weights: member id -> number of times chosen (weight = count / total).
         criterion: Name of the selection criterion (the task metric or its surrogate).
         criterion_value: The ensemble's value of that criterion on the OOF rows.
+        blend: ``mean`` (weighted arithmetic mean of the predictions) or ``geometric`` (weighted
+            mean of log-probabilities / log-odds, mapped back by softmax / sigmoid).
+        temperature: Divides the blend's logits before the final softmax / sigmoid (1.0 = none).
     """
 
     weights: dict[int, int]
     criterion: str
     criterion_value: float
+    blend: str = "mean"
+    temperature: float = 1.0
+
+
+_EPS = 1e-6
+
+
+def _probabilistic(spec: TaskSpec) -> bool:
+    """True when the predictions are probabilities (classification with a probability layout)."""
+    return spec.task_kind in ("binary", "multiclass", "multilabel")
+
+
+def _to_logits(spec: TaskSpec, p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, _EPS, 1 - _EPS)
+    if spec.task_kind == "multiclass":
+        return np.log(p)
+    return np.log(p) - np.log1p(-p)  # binary / multilabel: one log-odds per column
+
+
+def _from_logits(spec: TaskSpec, z: np.ndarray) -> np.ndarray:
+    if spec.task_kind == "multiclass":
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def blend_predictions(spec: TaskSpec, preds: list[np.ndarray], weights: list[float], blend: str = "mean", temperature: float = 1.0) -> np.ndarray:
+    """Weighted blend of members' predictions, as the ensemble node's program computes it.
+
+    Args:
+        spec: The task (its kind decides softmax or sigmoid).
+        preds: Member predictions, each of shape (n, n_cols), in contract column layout.
+        weights: Non-negative weights, one per member (normalised here).
+        blend: ``mean`` or ``geometric`` (probability outputs only).
+        temperature: Logit divisor applied after blending (probability outputs only).
+
+    Returns:
+        Array of shape (n, n_cols).
+    """
+    w = np.asarray(weights, dtype=float) / float(np.sum(weights))
+    if blend == "geometric" or temperature != 1.0:
+        if not _probabilistic(spec):
+            raise ValueError(f"blend={blend!r}, temperature={temperature} need probability outputs; task kind is {spec.task_kind}")
+        if blend == "geometric":
+            z = sum(wi * _to_logits(spec, p) for wi, p in zip(w, preds))
+        else:
+            z = _to_logits(spec, sum(wi * p for wi, p in zip(w, preds)))
+        return _from_logits(spec, z / temperature)
+    return sum(wi * p for wi, p in zip(w, preds))
 
 
 def selection_score(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> tuple[str, float, bool]:
@@ -67,6 +129,7 @@ def greedy_selection(
     oofs: Mapping[int, np.ndarray],
     *,
     max_steps: int = 25,
+    blend: str = "mean",
 ) -> EnsembleSelection:
     """Greedy forward selection with replacement over OOF predictions (Caruana et al. 2004).
 
@@ -75,6 +138,8 @@ def greedy_selection(
         y_true: Labels of the validated rows, shape (n,) or (n, n_targets).
         oofs: member id -> OOF predictions aligned to ``y_true``, shape (n, n_cols).
         max_steps: Number of additions tried; the best prefix is kept.
+        blend: ``mean``, or ``geometric`` (members averaged as log-probabilities / log-odds;
+            probability outputs only).
 
     Returns:
         The selection.
@@ -85,6 +150,9 @@ def greedy_selection(
     if not oofs:
         raise ValueError("greedy_selection needs at least one member")
     ids = list(oofs)
+    geometric = blend == "geometric"
+    if geometric:
+        oofs = {m: _to_logits(spec, p) for m, p in oofs.items()}
     total = None
     chosen: list[int] = []
     best_prefix: tuple[float, list[int]] | None = None
@@ -93,8 +161,8 @@ def greedy_selection(
     for _ in range(max_steps):
         step_best = None
         for m in ids:
-            cand = oofs[m] if total is None else (total + oofs[m])
-            name, value, higher = selection_score(spec, y_true, cand / (len(chosen) + 1))
+            cand = (oofs[m] if total is None else (total + oofs[m])) / (len(chosen) + 1)
+            name, value, higher = selection_score(spec, y_true, _from_logits(spec, cand) if geometric else cand)
             if step_best is None or (value > step_best[0] if higher else value < step_best[0]):
                 step_best = (value, m)
         value, m = step_best
@@ -105,7 +173,54 @@ def greedy_selection(
     weights: dict[int, int] = {}
     for m in best_prefix[1]:
         weights[m] = weights.get(m, 0) + 1
-    return EnsembleSelection(weights=weights, criterion=name, criterion_value=float(best_prefix[0]))
+    return EnsembleSelection(weights=weights, criterion=name, criterion_value=float(best_prefix[0]), blend=blend)
+
+
+def _fit_temperature(spec: TaskSpec, y_true: np.ndarray, blended: np.ndarray) -> tuple[float, float]:
+    """Temperature in [0.25, 4] minimising the selection criterion of the blend (Guo et al.
+    2017, §4.2): ``(temperature, criterion value)``; bounded scalar search on log T."""
+    from scipy.optimize import minimize_scalar
+
+    z = _to_logits(spec, blended)
+
+    def loss(log_t: float) -> float:
+        _, value, higher = selection_score(spec, y_true, _from_logits(spec, z / np.exp(log_t)))
+        return -value if higher else value
+
+    res = minimize_scalar(loss, bounds=(np.log(0.25), np.log(4.0)), method="bounded", options={"xatol": 1e-3})
+    t = round(float(np.exp(res.x)), 4)  # as written into the ensemble's program
+    _, value, _ = selection_score(spec, y_true, _from_logits(spec, z / t))
+    return t, float(value)
+
+
+def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.ndarray], *, max_steps: int = 25) -> EnsembleSelection:
+    """Greedy forward selection (Caruana et al. 2004) with the probability refinements of this
+    module: for probability outputs, both the arithmetic and the geometric blend are selected
+    and the better kept, then a temperature is fitted on the blend and kept if it helps by more
+    than 1e-6 of the criterion. Regression tasks get the arithmetic blend only.
+
+    Args and Raises: as :func:`greedy_selection`.
+
+    Returns:
+        The selection, with ``blend`` and ``temperature`` set.
+    """
+    best = greedy_selection(spec, y_true, oofs, max_steps=max_steps)
+    if not _probabilistic(spec):
+        return best
+    higher = selection_score(spec, y_true, next(iter(oofs.values())))[2]
+
+    def better(a: float, b: float) -> bool:
+        return a > b + 1e-6 if higher else a < b - 1e-6
+
+    geo = greedy_selection(spec, y_true, oofs, max_steps=max_steps, blend="geometric")
+    if better(geo.criterion_value, best.criterion_value):
+        best = geo
+    ids = list(best.weights)
+    blended = blend_predictions(spec, [oofs[i] for i in ids], [best.weights[i] for i in ids], best.blend)
+    t, value = _fit_temperature(spec, y_true, blended)
+    if better(value, best.criterion_value):
+        best = dataclasses.replace(best, temperature=t, criterion_value=value)
+    return best
 
 
 def fold_standard_error(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> float:
@@ -121,21 +236,22 @@ def fold_standard_error(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray, fo
     return float(np.std(scores, ddof=1) / np.sqrt(len(scores)))
 
 
-def render_ensemble_program(members: Mapping[str, int], plan: str) -> str:
+def render_ensemble_program(members: Mapping[str, int], plan: str, blend: str = "mean", temperature: float = 1.0) -> str:
     """The ensemble node's program: blends members' prediction files with fixed weights.
 
     Args:
         members: member workspace (relative to the ensemble's workspace) -> weight.
         plan: Text placed in the docstring.
+        blend, temperature: As :class:`EnsembleSelection`.
     """
-    return _render("ensemble.py.j2", "mcgs ensemble node", repr(dict(members)), plan)
+    return _render("ensemble.py.j2", "mcgs ensemble node", repr(dict(members)), plan, blend=blend, temperature=temperature)
 
 
-def _render(template: str, title: str, members: str, plan: str) -> str:
+def _render(template: str, title: str, members: str, plan: str, **extra) -> str:
     from mcgs.contract import CONTRACT_VERSION
     from mcgs.knowledge_base import template_environment
 
-    return template_environment().get_template(template).render(title=title, plan=plan, members=members, contract_version=CONTRACT_VERSION)
+    return template_environment().get_template(template).render(title=title, plan=plan, members=members, contract_version=CONTRACT_VERSION, **extra)
 
 
 def render_stacking_program(members: list[str], plan: str) -> str:

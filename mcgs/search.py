@@ -473,7 +473,7 @@ class Search:
         Returns:
             The ensemble node, or None when fewer than two nodes are worth combining.
         """
-        from mcgs.ensemble import greedy_selection, render_ensemble_program, render_stacking_program
+        from mcgs.ensemble import render_ensemble_program, render_stacking_program, select_ensemble
         from mcgs.evaluation import read_predictions
 
         members = [n for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
@@ -491,7 +491,7 @@ class Search:
                 continue
         if len(oofs) < 2:
             return None
-        sel = greedy_selection(self.task, self.labels.y[rows], oofs)
+        sel = select_ensemble(self.task, self.labels.y[rows], oofs)
         if len(sel.weights) < 2:
             logger.info("%s: selection kept a single node; no ensemble node added", reason)
             return None
@@ -508,8 +508,10 @@ class Search:
                 f"[{reason}] Greedy forward selection with replacement over the OOF predictions of the best "
                 f"{len(oofs)} valid nodes ({sel.criterion} {sel.criterion_value:.6g}); members (node seq: weight) "
                 + ", ".join(f"{by_id[i].seq}: {w}" for i, w in sel.weights.items())
+                + (f"; {sel.blend} blend" if sel.blend != "mean" else "")
+                + (f"; temperature {sel.temperature:g}" if sel.temperature != 1.0 else "")
             )
-            code = render_ensemble_program(weights, plan)
+            code = render_ensemble_program(weights, plan, sel.blend, sel.temperature)
         from mcgs.operators.code_review import review_program
 
         review = review_program(code)
@@ -520,7 +522,13 @@ class Search:
             operator=Operator.ENSEMBLE,
             plan=plan,
             code=review.code,
-            config={"weights": {str(i): w for i, w in sel.weights.items()}, "criterion": sel.criterion, "method": self.settings.ensemble_method},
+            config={
+                "weights": {str(i): w for i, w in sel.weights.items()},
+                "criterion": sel.criterion,
+                "method": self.settings.ensemble_method,
+                "blend": sel.blend,
+                "temperature": sel.temperature,
+            },
             extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
             review=review.as_dict(),
         )

@@ -8,7 +8,7 @@ import pytest
 
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.ensemble import greedy_selection
+from mcgs.ensemble import blend_predictions, greedy_selection, select_ensemble
 from mcgs.evaluation import score_predictions
 from mcgs.node import NodeState, Operator
 from mcgs.search import create_search
@@ -50,6 +50,65 @@ def test_greedy_selection_uses_log_loss_for_accuracy_tasks(tmp_path):
     sel = greedy_selection(spec, labels, {1: good[:, None], 2: other[:, None], 3: noise[:, None]})
     assert sel.criterion == "log_loss"
     assert set(sel.weights) == {1, 2}
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_select_ensemble_sharpens_under_confident_members_and_drops_flat_ones(tmp_path):
+    """Two regularised (under-confident) models of a 3-class problem plus a flat one: the
+    arithmetic blend cannot undo the shrinkage; temperature scaling on the blend can."""
+    spec = make_task(tmp_path / "t", "multiclass", metric="log_loss")
+    rng = np.random.default_rng(2)
+    n = 3000
+    y = rng.integers(0, 3, n)
+    logits = 4.0 * np.eye(3)[y]
+    weak_a = _softmax(0.35 * (logits + rng.normal(0, 1.5, (n, 3))))
+    weak_b = _softmax(0.35 * (logits + rng.normal(0, 1.5, (n, 3))))
+    flat = np.full((n, 3), 1 / 3)
+    labels = np.asarray(["high", "low", "mid"])[y]
+    oofs = {1: weak_a, 2: weak_b, 3: flat}
+    plain = greedy_selection(spec, labels, oofs)
+    sel = select_ensemble(spec, labels, oofs)
+    assert set(sel.weights) == {1, 2}
+    assert sel.temperature < 0.8  # sharpened: the members were shrunk by 0.35
+    assert sel.criterion_value < plain.criterion_value - 0.05
+    ids = list(sel.weights)
+    blended = blend_predictions(spec, [oofs[i] for i in ids], [sel.weights[i] for i in ids], sel.blend, sel.temperature)
+    assert score_predictions(spec, labels, blended) == pytest.approx(sel.criterion_value, rel=1e-6)
+
+
+def test_select_ensemble_keeps_the_plain_mean_for_regression(tmp_path):
+    spec = make_task(tmp_path / "t", "regression", metric="rmse")
+    rng = np.random.default_rng(3)
+    y = rng.normal(0, 1, 1000)
+    oofs = {1: (y + rng.normal(0, 0.5, y.size))[:, None], 2: (y + rng.normal(0, 0.5, y.size))[:, None]}
+    sel = select_ensemble(spec, y[:, None], oofs)
+    assert sel.blend == "mean" and sel.temperature == 1.0 and set(sel.weights) == {1, 2}
+
+
+def test_an_ensemble_node_program_reproduces_the_engine_blend(tmp_path):
+    """The ensemble node's program (rendered from the template) computes the blend and
+    temperature the engine selected: its engine score equals the selection's criterion."""
+    task = make_task(tmp_path / "t", "multiclass", n=400, metric="log_loss")
+    settings = SearchSettings(time_budget_s=600, num_drafts=3, max_nodes=4, seed=0, policy="tree")
+    search = create_search(task, tmp_path / "run", settings=settings, coder=RecipeCoder(models=("model.logistic_regression", "model.knn", "model.random_forest")))
+    search.run()
+    ens = [n for n in search.nodes() if n.operator is Operator.ENSEMBLE]
+    assert len(ens) == 1 and ens[0].state is NodeState.VALID, ens[0].error if ens else None
+    cfg = ens[0].config
+    assert cfg["blend"] in ("mean", "geometric") and 0.25 <= cfg["temperature"] <= 4.0
+    rows = search.labels.validated_rows
+    from mcgs.evaluation import read_predictions
+    from mcgs.contract import OOF_PATH
+
+    by_id = {n.id: n for n in search.nodes()}
+    members = [int(i) for i in cfg["weights"]]
+    preds = [read_predictions(search.task, search.node_dir(by_id[i]) / OOF_PATH, OOF_PATH, rows) for i in members]
+    blended = blend_predictions(search.task, preds, [cfg["weights"][str(i)] for i in members], cfg["blend"], cfg["temperature"])
+    assert ens[0].score == pytest.approx(score_predictions(search.task, search.labels.y[rows], blended), rel=1e-4)
 
 
 @pytest.fixture(scope="module")
