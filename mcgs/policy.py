@@ -21,7 +21,8 @@ never stopped.
   UCT without graph operators; ``policy="greedy"`` is AIDE's (Jiang et al. 2025, §3).
 * **Selection**: UCT ``Q(v) + C * sqrt(ln N(parent) / N(v))`` (Kocsis & Szepesvári 2006) from
   the root down to the first node that can take another child; C decays piecewise with the
-  budget (ML-Master). In-flight nodes count as visits with reward ``virtual_loss`` so that
+  budget (ML-Master). Cost-aware: the branch's mean candidate runtime, in units of
+  ``cost_penalty_share`` of the budget, is subtracted (after FLAML's cost-aware search). In-flight nodes count as visits with reward ``virtual_loss`` so that
   parallel workers spread out. Late in the budget a growing share of selections improve one of
   the global top-K nodes (exploit), as ML-Master/MLEvolve do.
 """
@@ -135,6 +136,12 @@ def exploration_constant(progress: float, s: SearchSettings) -> float:
 class _Stats:
     visits: float = 0.0
     value: float = 0.0
+    runtime_sum: float = 0.0  # candidate seconds of the finished nodes of the primary subtree
+    runtime_n: int = 0
+
+    @property
+    def mean_runtime(self) -> float:
+        return self.runtime_sum / self.runtime_n if self.runtime_n else 0.0
 
 
 def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 0.0) -> dict[int, _Stats]:
@@ -145,6 +152,7 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     incoming ``fuses`` or ``references`` edges also adds ``credit_share`` of a visit and
     ``credit_share`` times its reward to each source and the source's primary ancestors (each
     ancestor credited once per node, and not twice when it is already on the node's own path).
+    Finished nodes also add their candidate runtime, for cost-aware selection.
     """
     stats: dict[int, _Stats] = {n: _Stats() for n in g.nodes}
     for n, data in g.nodes(data=True):
@@ -159,6 +167,9 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
         for a in own:
             stats[a].visits += 1
             stats[a].value += r
+            if fn.reward is not None and fn.runtime_s is not None:
+                stats[a].runtime_sum += fn.runtime_s
+                stats[a].runtime_n += 1
         if credit_share <= 0 or fn.reward is None:
             continue
         credited: set[int] = set()
@@ -171,12 +182,18 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     return stats
 
 
-def uct_value(child: _Stats, parent: _Stats, c: float) -> float:
-    """``Q(v) + C * sqrt(ln N(parent) / N(v))``; +inf for an unvisited child."""
+def uct_value(child: _Stats, parent: _Stats, c: float, cost_scale_s: float = 0.0) -> float:
+    """``Q(v) + C * sqrt(ln N(parent) / N(v)) - cost(v)``; +inf for an unvisited child.
+
+    ``cost(v)`` is the mean candidate runtime of v's finished primary subtree divided by
+    ``cost_scale_s`` (0 = no cost term): the cost-aware variant, see
+    :attr:`~mcgs.settings.SearchSettings.cost_penalty_share`.
+    """
     if child.visits <= 0:
         return math.inf
     q = child.value / child.visits
-    return q + c * math.sqrt(math.log(max(parent.visits, 1.0)) / child.visits)
+    cost = child.mean_runtime / cost_scale_s if cost_scale_s > 0 else 0.0
+    return q + c * math.sqrt(math.log(max(parent.visits, 1.0)) / child.visits) - cost
 
 
 def _live_children(g: nx.DiGraph, v: int) -> list[int]:
@@ -385,6 +402,7 @@ def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_bet
     selectable = _selectable(g, s, higher_is_better)
     stats = tree_stats(g, s.virtual_loss, s.credit_share if s.policy == "mcgs" else 0.0)
     c = exploration_constant(progress, s)
+    cost_scale = s.cost_penalty_share * s.time_budget_s
     v = root
     while True:
         exp = _expansion_at(g, v, s, higher_is_better)
@@ -393,7 +411,7 @@ def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_bet
         cands = [ch for ch in children(g, v) if selectable.get(ch)]
         if not cands:
             return Expansion(root, Operator.DRAFT, reason="every branch is exhausted: extra draft")
-        scored = [(uct_value(stats[ch], stats[v], c), rng.random(), ch) for ch in cands]
+        scored = [(uct_value(stats[ch], stats[v], c, cost_scale), rng.random(), ch) for ch in cands]
         v = max(scored)[2]
 
 

@@ -339,7 +339,7 @@ class Search:
                 )
                 self._after_node(finished, prior)
             return None
-        timeout = min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
+        timeout = min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
         return node, timeout, ctx.seed
 
     # ------------------------------------------------------------------ multi-plan drafting
@@ -429,7 +429,7 @@ class Search:
             raise KeyboardInterrupt("stop requested")
         state = _OUTCOME_STATE[result.outcome]
         error = result.error
-        if state is NodeState.TIMEOUT and timeout < self.settings.per_run_timeout_s:
+        if state is NodeState.TIMEOUT and timeout < self.settings.node_limit_s - 1e-6:
             # Cut short by the end of the run's budget, not by its own time limit: no verdict,
             # so a resumed run with more budget tries this expansion again.
             state, error = NodeState.INTERRUPTED, f"stopped after {timeout:.0f}s: the run's time budget ended"
@@ -533,7 +533,7 @@ class Search:
             review=review.as_dict(),
         )
         final = reason == "final ensemble"
-        timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.per_run_timeout_s, self.clock.remaining - self._reserve_s)
+        timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
         return self._execute(node, timeout, seed=self.settings.seed)
 
     def _copy_members(self, node: FrozenNode, dest: Path) -> None:

@@ -44,6 +44,16 @@ class SearchSettings(BaseSettings):
         per_run_timeout_s: Wall-clock limit of one candidate, seconds (the effective limit is
             ``min(per_run_timeout_s, remaining budget)``).
         max_nodes: Node budget (None = unlimited); the run stops at whichever budget ends first.
+        node_timeout_share: No candidate may run longer than this share of ``time_budget_s``
+            (the limit of one candidate is ``min(per_run_timeout_s, share * time_budget_s,
+            remaining budget)``). AIDE and ML-Master bound a step at a small share of the run
+            (1 h of 24 h); 0.25 keeps one slow family (a 99-class random forest at one thread
+            takes 200 s) from eating a short run. 1.0 disables it.
+        cost_penalty_share: Cost-aware UCT: a child's UCT value is lowered by its branch's mean
+            candidate runtime divided by ``cost_penalty_share * time_budget_s``, so a node that
+            costs that share of the budget must promise one reward unit more than a free one.
+            The idea (prefer the cheaper of two equally promising arms) follows FLAML's
+            estimated cost for improvement (Wang et al., MLSys 2021); 0 disables it.
         memory_mb: Memory limit of one candidate, MiB.
         cpu_threads: Threads all running candidates may use together (BLAS/OpenMP/LightGBM),
             default 2 cores; each of ``workers`` candidates gets ``cpu_threads // workers``.
@@ -113,6 +123,8 @@ class SearchSettings(BaseSettings):
     time_budget_s: float = Field(600.0, gt=0)
     per_run_timeout_s: float = Field(300.0, gt=0)
     max_nodes: int | None = Field(None, ge=1)
+    node_timeout_share: float = Field(0.25, gt=0, le=1)
+    cost_penalty_share: float = Field(0.1, ge=0)
     memory_mb: int = Field(8192, ge=256)
     cpu_threads: int = Field(2, ge=1)
     workers: int = Field(1, ge=1)
@@ -149,6 +161,12 @@ class SearchSettings(BaseSettings):
     exploit_per_branch: int = Field(2, ge=1)
     seed: int = 0
     keep_workspaces: bool = False
+
+    @property
+    def node_limit_s(self) -> float:
+        """Time limit of one candidate before the remaining budget is considered, seconds:
+        ``min(per_run_timeout_s, node_timeout_share * time_budget_s)``."""
+        return min(self.per_run_timeout_s, self.node_timeout_share * self.time_budget_s)
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSettings":

@@ -64,7 +64,7 @@ class OperatorContext:
             lineage=self.lineage(exp.parent_id) if with_parent else (),
             tier=exp.tier,
             seed=self.seed,
-            per_run_timeout_s=self.settings.per_run_timeout_s,
+            per_run_timeout_s=self.settings.node_limit_s,
             reason=exp.reason,
             references=tuple(self.node(r) for r in exp.references),
         )

@@ -302,3 +302,34 @@ def test_exploit_never_picks_from_the_worse_half():
     picks = [select_expansion(graph(spec), S, progress=1.0, higher_is_better=True, rng=random.Random(k)) for k in range(100)]
     exploit = [p for p in picks if "exploit" in p.reason]
     assert exploit and {p.parent_id for p in exploit} == {1}
+
+
+# ----------------------------------------------------------------- cost-aware selection
+
+
+def _two_branches(runtime_a: float, runtime_b: float):
+    """Two drafts with the same score and reward; branch A's candidates are slow."""
+    nodes = [FrozenNode(id=0, seq=0, parent_id=None, operator=Operator.ROOT, state=NodeState.ROOT)]
+    edges = []
+    for i, (nid, rt) in enumerate(((1, runtime_a), (2, runtime_b)), start=1):
+        nodes.append(FrozenNode(id=nid, seq=i, parent_id=0, operator=D, state=V, score=0.8, reward=1.0, runtime_s=rt))
+        edges.append(FrozenEdge(src=0, dst=nid, kind=EdgeKind.DERIVES, operator=D))
+    return build_graph(nodes, edges)
+
+
+def test_cost_aware_uct_prefers_the_cheaper_of_two_equal_branches():
+    g = _two_branches(runtime_a=40.0, runtime_b=5.0)
+    cheap = SearchSettings(policy="tree", num_drafts=2, time_budget_s=300, cost_penalty_share=0.1)
+    blind = cheap.model_copy(update={"cost_penalty_share": 0.0})
+    picks = {select_expansion(g, cheap, progress=0.1, higher_is_better=True, rng=random.Random(k)).parent_id for k in range(20)}
+    assert picks == {2}
+    picks = {select_expansion(g, blind, progress=0.1, higher_is_better=True, rng=random.Random(k)).parent_id for k in range(20)}
+    assert picks == {1, 2}  # without the cost term the tie is broken at random
+
+
+def test_cost_term_is_runtime_in_units_of_the_budget_share():
+    stats = tree_stats(_two_branches(runtime_a=30.0, runtime_b=3.0))
+    root = stats[0]
+    assert stats[1].mean_runtime == 30.0 and root.mean_runtime == pytest.approx(16.5)
+    base = uct_value(stats[1], root, c=1.0)
+    assert uct_value(stats[1], root, c=1.0, cost_scale_s=30.0) == pytest.approx(base - 1.0)

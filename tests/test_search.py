@@ -225,3 +225,16 @@ def test_request_stop_interrupts_even_if_keyboardinterrupt_is_lost(demo_task, tm
     states = [n.state for n in search.nodes() if n.parent_id is not None]
     assert states == [NodeState.VALID, NodeState.INTERRUPTED]
     assert search.storage.get_run(search.run_record.name).status == "stopped"
+
+
+def test_a_candidate_is_limited_to_its_share_of_the_budget(demo_task, tmp_path):
+    """``node_timeout_share`` bounds one candidate below ``per_run_timeout_s``: a program that
+    sleeps past it times out (a verdict: the node failed), not 'interrupted'."""
+    sleeper = Wrapped(lambda n, req, code: "import time\ntime.sleep(60)\n" + code if n == 1 else code)
+    s = settings(time_budget_s=40, per_run_timeout_s=120, node_timeout_share=0.1, max_nodes=1, num_drafts=1)
+    assert s.node_limit_s == pytest.approx(4.0)
+    search = create_search(demo_task, tmp_path / "run", settings=s, coder=sleeper)
+    search.run()
+    draft = next(n for n in search.nodes() if n.operator is Operator.DRAFT)
+    assert draft.state is NodeState.TIMEOUT, (draft.state, draft.error)
+    assert draft.runtime_s < 15
