@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -186,6 +187,7 @@ def _summary(search) -> None:
     if search.stop_reason:
         t.add_row("stopped because", search.stop_reason)
     out.print(t)
+    _show_spend(search)
 
 
 @app.command()
@@ -210,6 +212,10 @@ def run(
         "mcgs",
         help="Search policy: mcgs (UCT + Evolve/Fusion/Aggregate/ensembles), tree (UCT only) or greedy (AIDE's).",
     ),
+    coder: str = typer.Option(
+        "auto", help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set)."
+    ),
+    max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With the anthropic coder: stop calling the API before this many US dollars are spent."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
 ) -> None:
     """Search for a solution to TASK (or to a --prompt request on --data) and write
@@ -231,7 +237,12 @@ def run(
             cpu_threads=cpu_threads,
             policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
             plan_candidates=plans,
+            coder=_choice("--coder", coder, ("auto", "recipe", "anthropic")),
         )
+        if max_cost_usd is not None:
+            settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
+        if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+            raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
         search = create_search(task, out_dir, settings=settings)
     _drive(search)
 
@@ -322,6 +333,37 @@ def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
     best = search.final_node
     if best:
         out.print(f"chosen {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
+    _show_spend(search)
+
+
+def _show_spend(search) -> None:
+    """LLM spend of a run by operator and model (from the cost ledger), and who wrote the nodes."""
+    from collections import Counter, defaultdict
+
+    calls = search.storage.llm_calls(search.run_id)
+    if not calls:
+        return
+    agg: dict = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0])
+    for c in calls:
+        a = agg[(c.operator, c.model)]
+        a[0] += 1
+        a[1] += c.input_tokens
+        a[2] += c.cache_write_tokens
+        a[3] += c.cache_read_tokens
+        a[4] += c.output_tokens
+        a[5] += c.cost_usd
+    t = Table(title="LLM spend (cost ledger)")
+    for col in ("operator", "model", "calls", "input", "cache write", "cache read", "output", "USD"):
+        t.add_column(col, justify="left" if col in ("operator", "model") else "right")
+    for (op, model), a in sorted(agg.items()):
+        t.add_row(op, model, *(str(x) for x in a[:5]), f"{a[5]:.4f}")
+    t.add_row("total", "", str(len(calls)), *(str(sum(a[i] for a in agg.values())) for i in range(1, 5)), f"{sum(a[5] for a in agg.values()):.4f}")
+    out.print(t)
+    limit = search.settings.llm.max_cost_usd
+    if limit is not None:
+        out.print(f"LLM budget: ${sum(c.cost_usd for c in calls):.4f} of ${limit:.2f}")
+    authors = Counter(n.config.get("author", "recipe") for n in search.nodes() if n.parent_id is not None and n.operator.value != "ensemble")
+    out.print("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common()))
 
 
 @app.command()

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mcgs.coders import Coder
+from mcgs.coders import Coder, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, valid_nodes
@@ -149,6 +149,9 @@ class Search:
         self._plan_queue: list = []  # screened draft plans, best first (multi-plan drafting)
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self._verdict_lock = threading.RLock()
+        self._coder_stop: str | None = None  # set when the coder asks the run to stop (LLM budget)
+        if hasattr(coder, "attach"):  # the LLM coder writes its calls to this run's ledger
+            coder.attach(storage, run.id, lambda: self.clock.remaining)
 
     @property
     def stop_requested(self) -> bool:
@@ -209,7 +212,10 @@ class Search:
                     if reason:
                         self.stop_reason = reason
                         break
-                    self.step()
+                    try:
+                        self.step()
+                    except CoderStop as exc:
+                        self._coder_stop = str(exc)
             if self.settings.ensemble:
                 self.build_ensemble()
         except BaseException:
@@ -231,6 +237,8 @@ class Search:
     def _budget_exhausted(self, in_flight: int = 0) -> str | None:
         """Why no new candidate may start (``in_flight`` candidates count against the node
         budget), or None."""
+        if self._coder_stop:
+            return self._coder_stop
         if self.clock.remaining - self._reserve_s < MIN_CANDIDATE_S:
             return "time budget spent"
         if self.settings.max_nodes is not None:
@@ -261,7 +269,11 @@ class Search:
                     if reason:
                         self.stop_reason = reason
                         break
-                    launched = self._launch()
+                    try:
+                        launched = self._launch()
+                    except CoderStop as exc:
+                        self._coder_stop = str(exc)
+                        continue
                     if launched is None:
                         continue  # finished without running (rejected, or an ensemble built inline)
                     node, timeout, seed = launched
@@ -305,7 +317,7 @@ class Search:
                 return None
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
-        ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next)
+        ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
         if exp.operator is Operator.DRAFT and self._plan_queue:
             answer = self._next_plan()
         else:
@@ -642,10 +654,23 @@ class Search:
         return prof
 
 
+def resolve_coder_name(settings: SearchSettings) -> str:
+    """``recipe`` or ``anthropic``: ``auto`` means anthropic when ``ANTHROPIC_API_KEY`` is set."""
+    if settings.coder != "auto":
+        return settings.coder
+    return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "recipe"
+
+
 def _default_coder(settings: SearchSettings) -> Coder:
+    """The coder named by the settings (resolved once at run creation and stored)."""
     from mcgs.coders.recipe import RecipeCoder
 
-    return RecipeCoder(seed=settings.seed)
+    recipe = RecipeCoder(seed=settings.seed)
+    if resolve_coder_name(settings) == "anthropic":
+        from mcgs.coders.anthropic import AnthropicCoder
+
+        return AnthropicCoder(settings, fallback=recipe)
+    return recipe
 
 
 def create_search(
@@ -664,6 +689,8 @@ def create_search(
     """
     spec = task if isinstance(task, TaskSpec) else load_task(task)
     settings = settings or SearchSettings()
+    if coder is None and settings.coder == "auto":  # store what "auto" meant, so resume agrees
+        settings = settings.model_copy(update={"coder": resolve_coder_name(settings)})
     if spec.constraints.interpretable and settings.ensemble:
         # a blend of several models is not one a person can inspect
         logger.info("the task asks for an interpretable model: no ensembles")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "parse_duration"]
+__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration"]
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -34,6 +34,88 @@ def parse_duration(text: str | float | int) -> float:
     if value <= 0:
         raise ValueError(f"duration {text!r} must be positive")
     return value
+
+
+class ModelPrice(BaseModel):
+    """Price of one model in US dollars per million tokens.
+
+    ``cache_write`` is the price of input tokens written to the prompt cache (5-minute TTL),
+    ``cache_read`` of input tokens read from it; ``input`` of the other input tokens.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float = Field(ge=0)
+    cache_read: float = Field(ge=0)
+
+    def cost(self, input_tokens: int, output_tokens: int, cache_write_tokens: int = 0, cache_read_tokens: int = 0) -> float:
+        """Cost of one call in US dollars."""
+        return (
+            input_tokens * self.input + output_tokens * self.output + cache_write_tokens * self.cache_write + cache_read_tokens * self.cache_read
+        ) / 1e6
+
+
+# Anthropic's published list prices (USD per million tokens, platform.claude.com pricing page,
+# 2026): cache writes cost 1.25x input, cache reads 0.1x input. A setting, so a user can update it.
+DEFAULT_PRICES = {
+    "claude-haiku-4-5": ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
+    "claude-sonnet-4-5": ModelPrice(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30),
+    "claude-opus-4-5": ModelPrice(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50),
+}
+
+
+class LLMSettings(BaseModel):
+    """Settings of the Anthropic coder (DESIGN §5); environment variables
+    ``MCGS_LLM__<NAME>`` (e.g. ``MCGS_LLM__MAX_COST_USD=2``).
+
+    Attributes:
+        cheap_model: Model that writes by default (BudgetMLAgent's cheap base model).
+        strong_model: Model of the cascade's escalation and of "ask the expert" planning calls.
+        escalate_after: Consecutive failed nodes on a chain (the parent and its failed primary
+            ancestors) after which the strong model writes the next fix; the first valid node
+            de-escalates (BudgetMLAgent, Gandhi et al. 2024, §3: cascade on failure).
+        max_expert_calls: "Ask the expert" planning calls to the strong model per run, made when
+            the search is stagnant (Evolve, Fusion, Aggregate); 0 = never.
+        max_tokens: Output token limit of one call (below the SDK's non-streaming limit).
+        max_cost_usd: Spending limit of the run in US dollars (None = no limit). Checked before
+            each call against the worst case of that call (its prompt priced as cache writes
+            plus ``max_tokens`` of output).
+        on_budget_spent: ``recipe`` (the recipe coder writes the remaining nodes) or ``stop``
+            (the run stops).
+        max_reasks: Extra attempts after a malformed answer (no tool call, invalid fields, code
+            that does not parse) before the recipe coder writes the node.
+        max_retries: The SDK's own retries of transient errors (429 with retry-after, 5xx, 529
+            overloaded, timeouts, connection errors).
+        request_timeout_s: Time limit of one HTTP request, seconds.
+        base_url: API base URL (None = the SDK's default or ``ANTHROPIC_BASE_URL``).
+        prices: Model name -> :class:`ModelPrice`; a model missing here is priced as the
+            most expensive entry, so the budget never under-counts.
+        max_log_chars: Characters of a parent's stdout/stderr tail shown in a prompt.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cheap_model: str = "claude-haiku-4-5"
+    strong_model: str = "claude-sonnet-4-5"
+    escalate_after: int = Field(2, ge=1)
+    max_expert_calls: int = Field(3, ge=0)
+    max_tokens: int = Field(8192, ge=256, le=32000)
+    max_cost_usd: float | None = Field(None, ge=0)
+    on_budget_spent: Literal["recipe", "stop"] = "recipe"
+    max_reasks: int = Field(1, ge=0)
+    max_retries: int = Field(4, ge=0)
+    request_timeout_s: float = Field(300.0, gt=0)
+    base_url: str | None = None
+    prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    max_log_chars: int = Field(3000, ge=200)
+
+    def price(self, model: str) -> ModelPrice:
+        """Price of ``model``; unknown models cost as much as the dearest known one."""
+        if model in self.prices:
+            return self.prices[model]
+        return max(self.prices.values(), key=lambda p: p.output) if self.prices else ModelPrice(input=0, output=0, cache_write=0, cache_read=0)
 
 
 class SearchSettings(BaseSettings):
@@ -116,9 +198,13 @@ class SearchSettings(BaseSettings):
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
         keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
+        coder: Who writes programs: ``recipe`` (offline), ``anthropic`` (Claude, needs
+            ``ANTHROPIC_API_KEY``) or ``auto`` (anthropic when the key is set, else recipe).
+            A run stores the coder it resolved to.
+        llm: :class:`LLMSettings` of the Anthropic coder.
     """
 
-    model_config = SettingsConfigDict(env_prefix="MCGS_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="MCGS_", extra="forbid", env_nested_delimiter="__")
 
     time_budget_s: float = Field(600.0, gt=0)
     per_run_timeout_s: float = Field(300.0, gt=0)
@@ -161,6 +247,8 @@ class SearchSettings(BaseSettings):
     exploit_per_branch: int = Field(2, ge=1)
     seed: int = 0
     keep_workspaces: bool = False
+    coder: Literal["auto", "recipe", "anthropic"] = "auto"
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @property
     def node_limit_s(self) -> float:

@@ -27,6 +27,7 @@ class OperatorContext:
         profile: Its data profile.
         settings: Search settings.
         seed: Seed for the new node's program (run seed + node sequence number).
+        seq: Sequence number the new node will get.
     """
 
     graph: nx.DiGraph
@@ -34,6 +35,7 @@ class OperatorContext:
     profile: dict[str, Any]
     settings: SearchSettings
     seed: int
+    seq: int | None = None
 
     def node(self, node_id: int) -> FrozenNode:
         return node(self.graph, node_id)
@@ -67,4 +69,5 @@ class OperatorContext:
             per_run_timeout_s=self.settings.node_limit_s,
             reason=exp.reason,
             references=tuple(self.node(r) for r in exp.references),
+            node_seq=self.seq,
         )

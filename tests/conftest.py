@@ -16,6 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 # Searches in tests draft as the coder proposes unless a test turns multi-plan screening on
 # (tests/test_screening.py); screening every tiny test search would only add minutes.
 os.environ.setdefault("MCGS_PLAN_CANDIDATES", "0")
+# No test talks to the real API: the key is kept only for the explicitly requested live test
+# (tests/test_llm_live.py, `pytest -m live`), which reads it from MCGS_LIVE_ANTHROPIC_API_KEY.
+_live_key = os.environ.pop("ANTHROPIC_API_KEY", None)
+if _live_key:
+    os.environ.setdefault("MCGS_LIVE_ANTHROPIC_API_KEY", _live_key)
 SHARED_DATA = Path(os.environ.get("MCGS_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

@@ -80,6 +80,25 @@ def test_schema_version_mismatch_is_refused(tmp_path):
         Storage(f"sqlite:///{path}")
 
 
+def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
+    """Runs written before the cost ledger (schema 2) open and resume: the new table is added."""
+    from mcgs.storage import LLMCall
+
+    path = tmp_path / "mcgs.db"
+    st = Storage(f"sqlite:///{path}")
+    run = new_run(st)
+    st.close()
+    con = sqlite3.connect(path)
+    con.execute("drop table llm_calls")
+    con.execute("update schema_info set value = '2' where key = 'schema_version'")
+    con.commit()
+    con.close()
+    st = Storage(f"sqlite:///{path}")
+    assert st.schema_version == SCHEMA_VERSION == 3
+    st.add_llm_call(run.id, LLMCall(operator="draft", model="m", output_tokens=10, cost_usd=0.5))
+    assert st.llm_spend_usd(run.id) == 0.5 and st.llm_calls(run.id)[0].output_tokens == 10
+
+
 def test_unknown_run_and_foreign_parent(tmp_path):
     st = Storage(f"sqlite:///{tmp_path / 'mcgs.db'}")
     r1 = new_run(st, "one")

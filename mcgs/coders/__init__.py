@@ -3,7 +3,7 @@
 A coder turns a :class:`CoderRequest` (operator, task, data profile, parent node and its
 outcome, siblings, knowledge entries, budget) into a :class:`CoderAnswer` (plan, code,
 structured config, knowledge ids). The offline :class:`~mcgs.coders.recipe.RecipeCoder` is the
-default; the Anthropic coder comes later behind the same protocol.
+default; :class:`~mcgs.coders.anthropic.AnthropicCoder` asks Claude behind the same protocol.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from typing import Any, Protocol, runtime_checkable
 from mcgs.node import FrozenNode, Operator
 from mcgs.task import TaskSpec
 
-__all__ = ["CoderRequest", "CoderAnswer", "Coder"]
+__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop"]
+
+
+class CoderStop(RuntimeError):
+    """The coder asks the run to stop (e.g. its spending limit is reached and the settings say
+    stop); the search builds its final ensemble and finishes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +39,7 @@ class CoderRequest:
         reason: Why the policy chose this expansion.
         references: Other nodes the operator reads: Fusion's and Aggregate's inputs (best
             first), or the branch history Evolve learns from (in creation order).
+        node_seq: Sequence number the new node will get (for the cost ledger).
     """
 
     operator: Operator
@@ -47,6 +53,7 @@ class CoderRequest:
     per_run_timeout_s: float = 300.0
     reason: str = ""
     references: tuple[FrozenNode, ...] = ()
+    node_seq: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

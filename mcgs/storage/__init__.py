@@ -16,9 +16,28 @@ from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.orm import sessionmaker
 
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
-from mcgs.storage.models import SCHEMA_VERSION, Base, EdgeModel, NodeModel, RunModel, SchemaInfo, utcnow
+from mcgs.storage.models import ADDITIVE_UPGRADES, SCHEMA_VERSION, Base, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
-__all__ = ["Storage", "RunRecord", "StorageError", "SCHEMA_VERSION"]
+__all__ = ["Storage", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMCall:
+    """One row of the cost ledger (see :class:`mcgs.storage.models.LLMCallModel`)."""
+
+    operator: str
+    model: str
+    kind: str = "code"
+    node_seq: int | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    latency_s: float = 0.0
+    request_id: str | None = None
+    cost_usd: float = 0.0
+    outcome: str = "ok"
+    error: str | None = None
 
 
 class StorageError(RuntimeError):
@@ -128,6 +147,8 @@ class Storage:
             row = s.get(SchemaInfo, "schema_version")
             if row is None:
                 s.add(SchemaInfo(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif ADDITIVE_UPGRADES.get(int(row.value)) == SCHEMA_VERSION:
+                row.value = str(SCHEMA_VERSION)  # create_all above added the new tables
             elif int(row.value) != SCHEMA_VERSION:
                 raise StorageError(
                     f"{self.url} has schema version {row.value}, this mcgs uses {SCHEMA_VERSION}; "
@@ -324,3 +345,24 @@ class Storage:
                 for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == run_id).order_by(EdgeModel.id))
             ]
 
+
+    # ---------------------------------------------------------------- cost ledger
+
+    def add_llm_call(self, run_id: int, call: LLMCall) -> None:
+        """Record one language-model call (its own transaction, so spend survives a crash)."""
+        with self._session.begin() as s:
+            s.add(LLMCallModel(run_id=run_id, **dataclasses.asdict(call)))
+
+    def llm_calls(self, run_id: int) -> list[LLMCall]:
+        """The run's ledger in call order."""
+        fields = [f.name for f in dataclasses.fields(LLMCall)]
+        with self._session() as s:
+            rows = s.scalars(select(LLMCallModel).where(LLMCallModel.run_id == run_id).order_by(LLMCallModel.id))
+            return [LLMCall(**{k: getattr(m, k) for k in fields}) for m in rows]
+
+    def llm_spend_usd(self, run_id: int) -> float:
+        """Total cost of the run's calls, US dollars."""
+        from sqlalchemy import func
+
+        with self._session() as s:
+            return float(s.scalar(select(func.coalesce(func.sum(LLMCallModel.cost_usd), 0.0)).where(LLMCallModel.run_id == run_id)))

@@ -12,7 +12,10 @@ import datetime as _dt
 from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Versions whose tables are a subset of this one's: opening them only adds tables
+# (``create_all``) and records the new version. 2 -> 3 added ``llm_calls``.
+ADDITIVE_UPGRADES = {2: 3}
 
 
 def utcnow() -> _dt.datetime:
@@ -91,3 +94,31 @@ class EdgeModel(Base):
     kind: Mapped[str] = mapped_column(String(32))
     operator: Mapped[str] = mapped_column(String(32))
     data_json: Mapped[str] = mapped_column(Text, default="{}")
+
+
+class LLMCallModel(Base):
+    """One call to a language model (the cost ledger): who asked, which model, the tokens
+    billed, the latency, the provider's request id and the cost from the price table.
+
+    ``kind`` is ``code`` (an operator's program), ``expert`` (an ask-the-expert planning call)
+    or ``reask`` (a repeat after a malformed answer); ``outcome`` is ``ok``, ``malformed``,
+    ``error`` or ``budget`` (refused before sending: the spending limit).
+    """
+
+    __tablename__ = "llm_calls"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    node_seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    operator: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(16), default="code")
+    model: Mapped[str] = mapped_column(String(128))
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    request_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    outcome: Mapped[str] = mapped_column(String(16), default="ok")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[_dt.datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,363 @@
+"""The Anthropic coder: operators get their programs from Claude (DESIGN §5).
+
+Same :class:`~mcgs.coders.Coder` protocol and solution contract as the recipe coder. Per call:
+
+1. **Prompt** from Jinja2 templates next to the operators (``operators/prompts/``): a stable
+   prefix (task description, data profile, solution contract, retrieved knowledge entries)
+   sent as the cached system block, then the operator's variable part (parent code and
+   outcome, siblings, references from other branches, remaining time).
+2. **Model** by the cascade of BudgetMLAgent (Gandhi, Patwardhan, Vig & Gupta, 2024): the cheap
+   model writes; after ``escalate_after`` consecutive failed nodes on the parent's chain the
+   strong model writes the fix; a valid parent brings the cheap model back. On stagnation
+   (Evolve, Fusion, Aggregate) the strong model is first asked for a plan ("ask the expert"),
+   at most ``max_expert_calls`` times per run. The rule reads only the graph and the ledger,
+   so a resumed run continues it.
+3. **Budget**: before every call the worst case of that call (prompt priced as cache writes,
+   plus ``max_tokens`` of output) is added to what the ledger says the run has spent; if that
+   would pass ``max_cost_usd`` the call is not made, and the recipe coder writes the node (or
+   the run stops, ``on_budget_spent="stop"``).
+4. **Failures** (:mod:`mcgs.llm.client`): transient errors are the SDK's retries; a prompt over
+   the context window is shrunk once (fewer references, shorter logs, no sibling list); a
+   malformed answer is re-asked ``max_reasks`` times; after that, or on any API failure, the
+   recipe coder writes this node and the run goes on. Authentication and unknown-model errors
+   switch the LLM off for the rest of the run.
+
+Every call is a ledger row (:meth:`mcgs.storage.Storage.add_llm_call`); every node's config
+says who wrote it (``author``: the model, or ``recipe (fallback: why)``). Task facts (metric,
+direction, columns) come from the TaskSpec, never from the model.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, Field
+
+from mcgs.coders import Coder, CoderAnswer, CoderRequest, CoderStop
+from mcgs.node import FrozenNode, Operator
+from mcgs.settings import SearchSettings
+
+__all__ = ["AnthropicCoder", "SolutionAnswer", "ExpertPlan", "prompt_environment", "chain_failures"]
+
+logger = logging.getLogger(__name__)
+
+_TEMPLATES = {
+    Operator.DRAFT: "draft.j2",
+    Operator.DEBUG: "debug.j2",
+    Operator.IMPROVE: "improve.j2",
+    Operator.EVOLVE: "evolve.j2",
+    Operator.FUSION: "fusion.j2",
+    Operator.AGGREGATE: "aggregate.j2",
+}
+_TIERS = ("parameters", "features", "strategy")
+_STAGNATION_OPERATORS = (Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE)
+CHARS_PER_TOKEN = 3.0  # conservative (English prose is ~4, code ~3.5): the budget over-estimates
+
+
+class SolutionAnswer(BaseModel):
+    """The ``write_solution`` tool input: a plan and a complete program."""
+
+    plan: str = Field(min_length=1, description="What the program does and why, a few sentences.")
+    code: str = Field(min_length=20, description="The complete Python program.")
+    knowledge_ids: list[str] = Field(default_factory=list, description="Ids of the knowledge entries used.")
+
+
+class ExpertPlan(BaseModel):
+    """The ``plan`` tool input of an ask-the-expert call."""
+
+    plan: str = Field(min_length=1, description="A short concrete plan for the next program; no code.")
+
+
+def prompt_environment():
+    """Jinja2 environment over ``operators/prompts`` (strict about undefined names)."""
+    import jinja2
+
+    from mcgs import operators
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(operators.__file__).parent / "prompts")),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def chain_failures(req: CoderRequest) -> int:
+    """Consecutive failed nodes ending at the request's parent: the parent, then its primary
+    ancestors nearest first, until the first valid one (0 when the parent is valid or absent)."""
+    count = 0
+    for n in (req.parent, *req.lineage):
+        if n is None or not n.state.is_failure():
+            break
+        count += 1
+    return count
+
+
+def _estimate_tokens(*texts: str) -> int:
+    return math.ceil(sum(len(t) for t in texts) / CHARS_PER_TOKEN)
+
+
+class AnthropicCoder:
+    """Programs from Claude with the recipe coder as fallback (module docstring).
+
+    Args:
+        settings: The search settings (``llm`` holds the models, budget and failure policy).
+        fallback: Coder that writes a node when the LLM cannot (the recipe coder).
+        client: An :class:`~mcgs.llm.AnthropicClient` (default: built from settings on first use).
+
+    Call :meth:`attach` before use so the coder can write the ledger.
+    """
+
+    name = "anthropic"
+
+    def __init__(self, settings: SearchSettings, fallback: Coder, client: Any | None = None):
+        self.settings = settings
+        self.llm = settings.llm
+        self.fallback = fallback
+        self._client = client
+        self._disabled: str | None = None  # why the LLM is off for the rest of the run
+        self._storage = None
+        self._run_id: int | None = None
+        self._remaining: Callable[[], float] = lambda: settings.time_budget_s
+
+    # ------------------------------------------------------------------ wiring
+
+    def attach(self, storage, run_id: int, remaining_s: Callable[[], float]) -> None:
+        """Give the coder the run's ledger and a clock (called by the search)."""
+        self._storage, self._run_id, self._remaining = storage, run_id, remaining_s
+
+    def _get_client(self):
+        if self._client is None:
+            from mcgs.llm import AnthropicClient
+
+            self._client = AnthropicClient(self.llm)
+        return self._client
+
+    def _record(self, req: CoderRequest, kind: str, model: str, usage, outcome: str, error: str | None = None) -> None:
+        if self._storage is None:
+            return
+        from mcgs.storage import LLMCall
+
+        call = LLMCall(operator=req.operator.value, model=model, kind=kind, node_seq=req.node_seq, outcome=outcome, error=error)
+        if usage is not None:
+            cost = self.llm.price(model).cost(usage.input_tokens, usage.output_tokens, usage.cache_write_tokens, usage.cache_read_tokens)
+            call = dataclasses.replace(
+                call,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                latency_s=round(usage.latency_s, 3),
+                request_id=usage.request_id,
+                cost_usd=cost,
+            )
+        self._storage.add_llm_call(self._run_id, call)
+
+    def spent_usd(self) -> float:
+        """What the run's calls have cost so far (from the ledger, so it survives a resume)."""
+        return self._storage.llm_spend_usd(self._run_id) if self._storage is not None else 0.0
+
+    def _affordable(self, model: str, system: str, user: str) -> bool:
+        if self.llm.max_cost_usd is None:
+            return True
+        worst = self.llm.price(model).cost(0, self.llm.max_tokens, cache_write_tokens=_estimate_tokens(system, user))
+        return self.spent_usd() + worst <= self.llm.max_cost_usd
+
+    # ------------------------------------------------------------------ prompts
+
+    def model_for(self, req: CoderRequest) -> str:
+        """The cascade: the strong model after ``escalate_after`` consecutive failures on the
+        parent's chain, else the cheap one."""
+        return self.llm.strong_model if chain_failures(req) >= self.llm.escalate_after else self.llm.cheap_model
+
+    def _knowledge(self, req: CoderRequest) -> list:
+        from mcgs.knowledge_base import rank_entries
+
+        ranked = rank_entries(req.profile, req.task.description or "", top_k=8)
+        return [e for e, _ in ranked]
+
+    def system_prompt(self, req: CoderRequest) -> str:
+        """The stable prefix: identical for every call of a run (so it is cached)."""
+        from mcgs.contract import CONTRACT_VERSION
+
+        profile = {k: v for k, v in req.profile.items() if k not in ("version",)}
+        profile_text = json.dumps(profile, indent=1, default=str)
+        if len(profile_text) > 12000:
+            profile_text = profile_text[:12000] + "\n... (profile cut)"
+        task = req.task
+        return prompt_environment().get_template("_prefix.j2").render(
+            contract_version=CONTRACT_VERSION,
+            task=task,
+            description=(task.description or "(no description)")[:8000],
+            profile_text=profile_text,
+            knowledge=self._knowledge(req),
+            train_only_columns=list(req.profile.get("train_only_columns", ())),
+        )
+
+    def user_prompt(self, req: CoderRequest, *, shrink: bool = False, expert_plan: str | None = None, note: str | None = None) -> str:
+        """The operator's variable part. ``shrink`` keeps one reference, no siblings or
+        lineage, and shorter logs (after a context-length error)."""
+        max_log = self.llm.max_log_chars // (4 if shrink else 1)
+        text = prompt_environment().get_template(_TEMPLATES[req.operator]).render(
+            parent=req.parent,
+            siblings=() if shrink else req.siblings,
+            lineage=() if shrink else req.lineage[:3],
+            references=req.references[:1] if shrink else req.references,
+            tier=req.tier,
+            tier_name=_TIERS[min(req.tier, 2)],
+            timeout_s=req.per_run_timeout_s,
+            threads=max(1, self.settings.cpu_threads // self.settings.workers),
+            remaining_s=max(0.0, self._remaining()),
+            max_log=max_log,
+            expert_plan=expert_plan,
+        )
+        if note:
+            text += f"\n\nYour previous answer could not be used: {note}. Answer again with the tool."
+        return text
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        """A program for the request (see the module docstring for the policy).
+
+        Raises:
+            CoderStop: the spending limit is reached and ``on_budget_spent="stop"``.
+        """
+        if self._disabled:
+            return self._fall_back(request, self._disabled)
+        try:
+            client = self._get_client()
+        except Exception as exc:  # LLMUnavailable(fatal): no key or no SDK
+            self._disabled = str(exc)
+            logger.warning("the LLM coder is off for this run: %s", exc)
+            return self._fall_back(request, self._disabled)
+        from mcgs.llm import LLMUnavailable, MalformedAnswer, PromptTooLong
+
+        system = self.system_prompt(request)
+        expert_plan = self._ask_expert(client, request, system)
+        model = self.model_for(request)
+        shrink, note, kind = False, None, "code"
+        attempts_left = 1 + self.llm.max_reasks
+        while attempts_left > 0:
+            user = self.user_prompt(request, shrink=shrink, expert_plan=expert_plan, note=note)
+            if not self._affordable(model, system, user):
+                return self._budget_spent(request, model)
+            try:
+                ans, usage = client.ask(
+                    model=model,
+                    system=system,
+                    user=user,
+                    answer=SolutionAnswer,
+                    tool_name="write_solution",
+                    tool_description="Return the plan and the complete Python program for this node.",
+                    max_tokens=self.llm.max_tokens,
+                )
+            except PromptTooLong as exc:
+                self._record(request, kind, model, exc.usage, "error", str(exc))
+                if shrink:
+                    return self._fall_back(request, "the prompt is too long even when shrunk")
+                shrink = True
+                continue
+            except MalformedAnswer as exc:
+                self._record(request, kind, model, exc.usage, "malformed", str(exc))
+                attempts_left -= 1
+                note, kind = str(exc), "reask"
+                continue
+            except LLMUnavailable as exc:
+                self._record(request, kind, model, exc.usage, "error", str(exc))
+                if exc.fatal:
+                    self._disabled = str(exc)
+                    logger.warning("the LLM coder is off for this run: %s", exc)
+                return self._fall_back(request, str(exc))
+            problem = _code_problem(ans.code)
+            if problem:
+                self._record(request, kind, model, usage, "malformed", problem)
+                attempts_left -= 1
+                note, kind = problem, "reask"
+                continue
+            self._record(request, kind, model, usage, "ok")
+            config: dict[str, Any] = {"author": model, "coder": "anthropic"}
+            if expert_plan:
+                config["expert_plan"] = expert_plan
+            known = _known_ids(ans.knowledge_ids)
+            return CoderAnswer(plan=ans.plan.strip(), code=ans.code, config=config, knowledge_ids=known)
+        return self._fall_back(request, f"no valid answer after {1 + self.llm.max_reasks} attempt(s): {note}")
+
+    def _ask_expert(self, client, req: CoderRequest, system: str) -> str | None:
+        """A planning call to the strong model when the search is stagnant (BudgetMLAgent's
+        "ask the expert"), at most ``max_expert_calls`` per run; None when not asked or failed."""
+        from mcgs.llm import LLMError
+
+        if req.operator not in _STAGNATION_OPERATORS or self.llm.max_expert_calls <= 0 or self._storage is None:
+            return None
+        if sum(1 for c in self._storage.llm_calls(self._run_id) if c.kind == "expert") >= self.llm.max_expert_calls:
+            return None
+        model = self.llm.strong_model
+        user = prompt_environment().get_template("expert.j2").render(
+            reason=req.reason or req.operator.value,
+            references=req.references[:5],
+            parent=req.parent,
+            timeout_s=req.per_run_timeout_s,
+            max_log=self.llm.max_log_chars // 2,
+        )
+        if not self._affordable(model, system, user):
+            return None
+        try:
+            ans, usage = client.ask(
+                model=model, system=system, user=user, answer=ExpertPlan, tool_name="plan",
+                tool_description="Return a short plan for the next program.", max_tokens=min(2048, self.llm.max_tokens),
+            )
+        except LLMError as exc:
+            self._record(req, "expert", model, exc.usage, "error", str(exc))
+            return None
+        self._record(req, "expert", model, usage, "ok")
+        return ans.plan.strip()
+
+    def _budget_spent(self, req: CoderRequest, model: str) -> CoderAnswer:
+        spent = self.spent_usd()
+        msg = f"LLM budget of ${self.llm.max_cost_usd:.2f} reached (spent ${spent:.4f}; the next {model} call could cost more)"
+        self._record(req, "code", model, None, "budget", msg)
+        if self.llm.on_budget_spent == "stop":
+            raise CoderStop(msg)
+        self._disabled = msg
+        return self._fall_back(req, msg)
+
+    def _fall_back(self, req: CoderRequest, why: str) -> CoderAnswer:
+        """The recipe coder writes this node. A parent the recipe coder cannot read (an LLM
+        program has no recipe config) is replaced by a fresh draft."""
+        usable = lambda n: n is not None and bool(n.config.get("model"))  # noqa: E731
+        if req.operator is not Operator.DRAFT and not usable(req.parent):
+            req = dataclasses.replace(req, operator=Operator.DRAFT, parent=None, lineage=(), references=())
+        if req.operator in (Operator.FUSION, Operator.AGGREGATE):
+            req = dataclasses.replace(req, references=tuple(n for n in req.references if usable(n)))
+        ans = self.fallback.write(req)
+        config = {**ans.config, "author": f"recipe (fallback: {why[:200]})"}
+        return dataclasses.replace(ans, config=config)
+
+
+def _code_problem(code: str) -> str | None:
+    """Why a returned program cannot be used as is (it does not parse), or None."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return f"the code does not parse: line {exc.lineno}: {exc.msg}"
+    return None
+
+
+def _known_ids(ids: list[str]) -> tuple[str, ...]:
+    from mcgs.knowledge_base import load_entries
+
+    known = {e.id for e in load_entries()}
+    return tuple(i for i in ids if i in known)
+
+
+def is_llm_node(n: FrozenNode) -> bool:
+    """True when a model (not the recipe coder) wrote the node."""
+    return n.config.get("coder") == "anthropic"
+

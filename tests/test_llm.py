@@ -1,0 +1,245 @@
+"""The Anthropic coder against a local fake of the Messages API (tests/fake_anthropic.py):
+the real SDK client, real request/response JSON, no network and no key."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fake_anthropic import FakeAnthropic, error_reply, text_reply, tool_reply
+from mcgs.coders import CoderRequest, CoderStop
+from mcgs.coders.anthropic import AnthropicCoder, chain_failures
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.llm import AnthropicClient, LLMUnavailable, MalformedAnswer, PromptTooLong
+from mcgs.node import FrozenNode, NodeState, Operator
+from mcgs.search import create_search, open_search
+from mcgs.settings import LLMSettings, ModelPrice, SearchSettings
+from recipe_runs import make_task
+
+FAST = ("model.logistic_regression",)
+CHEAP, STRONG = "cheap-model", "strong-model"
+
+
+def _settings(fake: FakeAnthropic, **llm) -> SearchSettings:
+    base = dict(base_url=fake.base_url, max_retries=2, cheap_model=CHEAP, strong_model=STRONG, max_tokens=1000)
+    base.update(llm)
+    return SearchSettings(time_budget_s=300, num_drafts=2, max_nodes=4, seed=0, policy="tree", ensemble=False, coder="anthropic", llm=LLMSettings(**base))
+
+
+def _search(tmp_path, fake, **llm):
+    task = make_task(tmp_path / "t", "binary")
+    settings = _settings(fake, **llm)
+    coder = AnthropicCoder(settings, fallback=RecipeCoder(models=FAST), client=AnthropicClient(settings.llm, api_key="test-key"))
+    return create_search(task, tmp_path / "run", settings=settings, coder=coder), coder
+
+
+def _request(search, operator=Operator.DRAFT, **kw) -> CoderRequest:
+    return CoderRequest(operator=operator, task=search.task, profile=search.profile, per_run_timeout_s=60.0, node_seq=1, **kw)
+
+
+def _valid_code(search) -> str:
+    return RecipeCoder(models=FAST).write(_request(search)).code
+
+
+def _node(seq, state=NodeState.VALID, op=Operator.DRAFT, score=0.8, code="print('x')\n" * 3, config=None, **kw) -> FrozenNode:
+    return FrozenNode(id=seq, seq=seq, parent_id=0, operator=op, state=state, score=score if state is NodeState.VALID else None, code=code, config=config or {}, **kw)
+
+
+# ----------------------------------------------------------------- the adapter
+
+
+def test_client_maps_api_errors_to_the_failure_policy():
+    ok = tool_reply({"plan": "p", "code": "print('a complete program')"})
+    script = [error_reply(529, "overloaded"), ok, error_reply(429, "slow down", {"retry-after": "1"}), ok, text_reply("here is my idea"),
+              error_reply(400, "prompt is too long: 210000 tokens > 200000 maximum"), error_reply(404, "model: nope"), error_reply(401, "invalid x-api-key")]
+    from mcgs.coders.anthropic import SolutionAnswer
+
+    with FakeAnthropic(script) as fake:
+        client = AnthropicClient(LLMSettings(base_url=fake.base_url, max_retries=2), api_key="test-key")
+        kw = dict(model=CHEAP, system="S", user="U", answer=SolutionAnswer, tool_name="write_solution", tool_description="d", max_tokens=500)
+        ans, usage = client.ask(**kw)  # 529 overloaded: retried by the SDK
+        assert ans.plan == "p" and usage.request_id == "req_fake_0002" and usage.cache_write_tokens == 2000
+        _, usage = client.ask(**kw)  # 429 with retry-after: 1 s
+        assert usage.latency_s >= 0.9
+        with pytest.raises(MalformedAnswer) as e:
+            client.ask(**kw)
+        assert e.value.usage.output_tokens == 500  # billed even though unusable
+        with pytest.raises(PromptTooLong):
+            client.ask(**kw)
+        with pytest.raises(LLMUnavailable) as e:
+            client.ask(**kw)
+        assert e.value.fatal and "not found" in str(e.value)
+        with pytest.raises(LLMUnavailable) as e:
+            client.ask(**kw)
+        assert e.value.fatal and "key" in str(e.value)
+        assert len(fake.requests) == 8  # the 529 and the 429 were retried by the SDK itself
+        assert all("temperature" not in r for r in fake.requests)
+
+
+# ----------------------------------------------------------------- prompts
+
+
+def test_cache_breakpoint_sits_after_the_stable_prefix(tmp_path):
+    with FakeAnthropic(default=lambda body: tool_reply({"plan": "a plan", "code": "print('program text here')"})) as fake:
+        search, coder = _search(tmp_path, fake)
+        coder.write(_request(search))
+        parent = _node(3, code="import pandas as pd\nPARENT_MARKER = 1\n")
+        coder.write(_request(search, Operator.IMPROVE, parent=parent))
+    first, second = fake.requests
+    for r in (first, second):
+        assert len(r["system"]) == 1 and r["system"][0]["cache_control"] == {"type": "ephemeral"}
+        assert r["tool_choice"] == {"type": "tool", "name": "write_solution"}
+    prefix = first["system"][0]["text"]
+    assert prefix == second["system"][0]["text"]  # identical across operators: one cache entry
+    assert "# Data profile" in prefix and '"n_train"' in prefix and "# Solution contract" in prefix
+    assert search.task.metric in prefix and "# Knowledge entries" in prefix and "Source:" in prefix
+    user = second["messages"][0]["content"]
+    assert "PARENT_MARKER" in user and "# Solution contract" not in user and "# Data profile" not in user
+
+
+def test_fusion_and_debug_prompts_carry_references_parent_code_and_error_tail(tmp_path):
+    with FakeAnthropic(default=lambda body: tool_reply({"plan": "p", "code": "print('program text here')"})) as fake:
+        search, coder = _search(tmp_path, fake, max_expert_calls=0)
+        base = _node(5, code="BASE_CODE = 1\n", score=0.81)
+        refs = (_node(7, code="REF_ONE = 1\n", score=0.83), _node(9, code="REF_TWO = 2\n", score=0.79))
+        coder.write(_request(search, Operator.FUSION, parent=base, references=refs))
+        crashed = _node(11, state=NodeState.BUGGY, code="CRASHING_CODE = 1\n", error="exit status 1", stderr_tail="Traceback ...\nKeyError: 'Cabin_deck'")
+        coder.write(_request(search, Operator.DEBUG, parent=crashed))
+    fusion, debug = (r["messages"][0]["content"] for r in fake.requests)
+    assert "BASE_CODE" in fusion and "REF_ONE" in fusion and "REF_TWO" in fusion and "score 0.83" in fusion
+    assert "CRASHING_CODE" in debug and "KeyError: 'Cabin_deck'" in debug
+
+
+# ----------------------------------------------------------------- failure policy
+
+
+def test_malformed_answers_are_reasked_then_the_recipe_coder_writes_the_node(tmp_path):
+    script = [text_reply("I would use gradient boosting."), tool_reply({"plan": "p", "code": "def broken(:\n    pass"})]
+    with FakeAnthropic(script) as fake:
+        search, coder = _search(tmp_path, fake, max_reasks=1)
+        ans = coder.write(_request(search))
+    assert ans.config["author"].startswith("recipe (fallback: no valid answer after 2 attempt(s)")
+    assert "does not parse" in ans.config["author"] and ans.config["model"] == "model.logistic_regression"
+    calls = search.storage.llm_calls(search.run_id)
+    assert [(c.kind, c.outcome) for c in calls] == [("code", "malformed"), ("reask", "malformed")]
+    assert "could not be used" in fake.requests[1]["messages"][0]["content"]
+
+
+def test_context_length_error_shrinks_the_prompt_once(tmp_path):
+    script = [error_reply(400, "prompt is too long: 250000 tokens > 200000 maximum"), tool_reply({"plan": "p", "code": "print('program text here')"})]
+    with FakeAnthropic(script) as fake:
+        search, coder = _search(tmp_path, fake, max_expert_calls=0)
+        refs = tuple(_node(i, code=f"REF_{i} = 1\n") for i in (7, 8, 9))
+        ans = coder.write(_request(search, Operator.AGGREGATE, references=refs, reason="aggregate"))
+    assert ans.config["author"] == CHEAP
+    long, short = (r["messages"][0]["content"] for r in fake.requests[-2:])
+    assert all(f"REF_{i}" in long for i in (7, 8, 9)) and "REF_7" in short and "REF_8" not in short
+
+
+def test_an_outage_falls_back_per_node_and_a_bad_key_switches_the_llm_off(tmp_path):
+    script = [error_reply(529, "overloaded")] * 3 + [error_reply(401, "invalid x-api-key")]
+    with FakeAnthropic(script) as fake:
+        search, coder = _search(tmp_path, fake, max_retries=2)
+        a = coder.write(_request(search))  # 529 three times: SDK retries spent
+        assert a.config["author"].startswith("recipe (fallback: the API kept failing (529)")
+        b = coder.write(_request(search))  # 401: fatal
+        c = coder.write(_request(search))  # no call any more
+    assert "refused the key" in b.config["author"] and "refused the key" in c.config["author"]
+    assert len(fake.requests) == 4
+
+
+# ----------------------------------------------------------------- cascade
+
+
+def test_cascade_escalates_after_n_failures_and_de_escalates_after_a_success(tmp_path):
+    with FakeAnthropic(default=lambda body: tool_reply({"plan": "p", "code": "print('program text here')"})) as fake:
+        search, coder = _search(tmp_path, fake, escalate_after=2)
+        ok = _node(2)
+        f1 = _node(3, state=NodeState.BUGGY, op=Operator.IMPROVE)
+        f2 = _node(4, state=NodeState.TIMEOUT, op=Operator.DEBUG)
+        fixed = _node(5, op=Operator.DEBUG)
+        steps = [
+            _request(search, Operator.DEBUG, parent=f1, lineage=(ok,)),  # one failure: cheap
+            _request(search, Operator.DEBUG, parent=f2, lineage=(f1, ok)),  # two in a row: strong
+            _request(search, Operator.IMPROVE, parent=fixed, lineage=(f2, f1, ok)),  # a success: cheap again
+        ]
+        assert [chain_failures(r) for r in steps] == [1, 2, 0]
+        answers = [coder.write(r) for r in steps]
+    assert [r["model"] for r in fake.requests] == [CHEAP, STRONG, CHEAP]
+    assert [a.config["author"] for a in answers] == [CHEAP, STRONG, CHEAP]
+    assert [c.model for c in search.storage.llm_calls(search.run_id)] == [CHEAP, STRONG, CHEAP]
+
+
+def test_stagnation_asks_the_expert_for_a_plan_a_bounded_number_of_times(tmp_path):
+    def reply(body):
+        if body["tool_choice"]["name"] == "plan":
+            return tool_reply({"plan": "EXPERT: keep LightGBM, add the fold-wise target encoding"})
+        return tool_reply({"plan": "p", "code": "print('program text here')"})
+
+    with FakeAnthropic(default=reply) as fake:
+        search, coder = _search(tmp_path, fake, max_expert_calls=1)
+        best = _node(4, code="BEST = 1\n")
+        a = coder.write(_request(search, Operator.EVOLVE, parent=best, references=(_node(2),), reason="evolve: branch stagnant"))
+        coder.write(_request(search, Operator.EVOLVE, parent=best, references=(_node(2),), reason="evolve: branch stagnant"))
+    assert [(r["model"], r["tool_choice"]["name"]) for r in fake.requests] == [(STRONG, "plan"), (CHEAP, "write_solution"), (CHEAP, "write_solution")]
+    assert "EXPERT: keep LightGBM" in fake.requests[1]["messages"][0]["content"]
+    assert a.config["expert_plan"].startswith("EXPERT")
+
+
+# ----------------------------------------------------------------- cost ledger and budget
+
+
+def test_ledger_totals_equal_the_usage_the_api_reported(tmp_path):
+    usages = [{"input_tokens": 1200, "output_tokens": 800, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0},
+              {"input_tokens": 300, "output_tokens": 650, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 3000}]
+    script = [tool_reply({"plan": "p", "code": "print('program text here')"}, u) for u in usages]
+    price = ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1)
+    with FakeAnthropic(script) as fake:
+        search, coder = _search(tmp_path, fake, prices={CHEAP: price})
+        coder.write(_request(search))
+        coder.write(_request(search))
+    calls = search.storage.llm_calls(search.run_id)
+    assert sum(c.input_tokens for c in calls) == 1500 and sum(c.output_tokens for c in calls) == 1450
+    assert sum(c.cache_write_tokens for c in calls) == 3000 and sum(c.cache_read_tokens for c in calls) == 3000
+    expected = (1500 * 1.0 + 1450 * 5.0 + 3000 * 1.25 + 3000 * 0.1) / 1e6
+    assert search.storage.llm_spend_usd(search.run_id) == pytest.approx(expected)
+    assert [c.request_id for c in calls] == ["req_fake_0001", "req_fake_0002"]
+
+
+def test_budget_stops_new_calls_before_it_is_exceeded_and_resume_keeps_the_spend(tmp_path):
+    # each call bills 500 output tokens at $20 / MTok = $0.01; the worst case of a call is
+    # max_tokens=1000 of output = $0.02 (prompt tokens are free in this price table)
+    price = ModelPrice(input=0, output=20.0, cache_write=0, cache_read=0)
+    ok = lambda body: tool_reply({"plan": "p", "code": "print('program text here')"})  # noqa: E731
+    with FakeAnthropic(default=ok) as fake:
+        search, coder = _search(tmp_path, fake, prices={CHEAP: price, STRONG: price}, max_cost_usd=0.035)
+        answers = [coder.write(_request(search)) for _ in range(4)]
+        assert len(fake.requests) == 2  # 0 + 0.02 and 0.01 + 0.02 fit; 0.02 + 0.02 > 0.035 does not
+        assert search.storage.llm_spend_usd(search.run_id) == pytest.approx(0.02)
+        assert [a.config["author"].split(" ")[0] for a in answers] == [CHEAP, CHEAP, "recipe", "recipe"]
+        assert "budget of $0.04 reached" in answers[2].config["author"] or "budget of $0.03" in answers[2].config["author"]
+        search.storage.close()
+        settings = _settings(fake, prices={CHEAP: price, STRONG: price}, max_cost_usd=0.035, on_budget_spent="stop")
+        coder2 = AnthropicCoder(settings, fallback=RecipeCoder(models=FAST), client=AnthropicClient(settings.llm, api_key="test-key"))
+        resumed = open_search(tmp_path / "run", coder=coder2)
+        assert coder2.spent_usd() == pytest.approx(0.02)
+        with pytest.raises(CoderStop, match="budget"):
+            coder2.write(_request(resumed))
+        assert len(fake.requests) == 2
+
+
+def test_recipe_fallback_replaces_an_llm_parent_it_cannot_read_by_a_draft(tmp_path):
+    with FakeAnthropic([error_reply(401, "invalid x-api-key")]) as fake:
+        search, coder = _search(tmp_path, fake)
+        llm_parent = _node(3, config={"author": CHEAP, "coder": "anthropic"})
+        ans = coder.write(_request(search, Operator.IMPROVE, parent=llm_parent))
+    assert ans.config["author"].startswith("recipe (fallback") and ans.config["model"] == "model.logistic_regression"
+
+
+def test_settings_reject_unknown_llm_fields_and_price_unknown_models_high():
+    with pytest.raises(Exception, match="extra"):
+        LLMSettings(temperature=0.5)
+    s = LLMSettings()
+    assert s.price("some-future-model").output == max(p.output for p in s.prices.values())
+    assert dataclasses.is_dataclass(CoderRequest)
