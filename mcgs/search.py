@@ -323,6 +323,10 @@ class Search:
         else:
             answer = self.coder.write(build_request(ctx, exp))
         review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
+        if not review.rejected and hasattr(self.coder, "review_program"):  # the LLM path adds a model review
+            verdict = self.coder.review_program(review.code, build_request(ctx, exp))
+            if verdict is not None:
+                review = review.with_model_review(verdict)
         if exp.operator in (Operator.FUSION, Operator.AGGREGATE):
             inputs = ([exp.parent_id] if exp.operator is Operator.FUSION else []) + list(exp.references)
             edges = [(i, EdgeKind.FUSES, {}) for i in dict.fromkeys(inputs)]

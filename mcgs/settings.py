@@ -93,6 +93,9 @@ class LLMSettings(BaseModel):
         prices: Model name -> :class:`ModelPrice`; a model missing here is priced as the
             most expensive entry, so the budget never under-counts.
         max_log_chars: Characters of a parent's stdout/stderr tail shown in a prompt.
+        model_review: After the static Code Review passes a program, the cheap model reviews it
+            too (leakage across folds, train-only columns, wrong output layout, runtime) and may
+            reject it with reasons stored on the node; one extra call per node, so off by default.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -110,6 +113,7 @@ class LLMSettings(BaseModel):
     base_url: str | None = None
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     max_log_chars: int = Field(3000, ge=200)
+    model_review: bool = False
 
     def price(self, model: str) -> ModelPrice:
         """Price of ``model``; unknown models cost as much as the dearest known one."""

@@ -58,19 +58,32 @@ class Review:
         verdict: ``passed``, ``fixed`` or ``rejected``.
         reasons: Why it was rejected, or what was fixed (one sentence each).
         code: The program to run (the repaired one when ``fixed``; the original otherwise).
+        model_review: The LLM's review when one ran (``verdict``, ``reasons``, ``model``).
     """
 
     verdict: Literal["passed", "fixed", "rejected"]
     reasons: tuple[str, ...]
     code: str
+    model_review: dict | None = None
 
     @property
     def rejected(self) -> bool:
         return self.verdict == "rejected"
 
+    def with_model_review(self, review: dict) -> "Review":
+        """This review plus a model's verdict; a model ``reject`` rejects the program, its
+        reasons prefixed with ``model review:``."""
+        if review.get("verdict") == "reject":
+            reasons = self.reasons + tuple(f"model review: {r}" for r in review.get("reasons") or ["rejected without a reason"])
+            return dataclasses.replace(self, verdict="rejected", reasons=reasons, model_review=review)
+        return dataclasses.replace(self, model_review=review)
+
     def as_dict(self) -> dict:
         """JSON-ready form stored on the node (without the code)."""
-        return {"verdict": self.verdict, "reasons": list(self.reasons)}
+        out = {"verdict": self.verdict, "reasons": list(self.reasons)}
+        if self.model_review is not None:
+            out["model_review"] = self.model_review
+        return out
 
 
 def _dotted(node: ast.AST) -> str:

@@ -243,3 +243,25 @@ def test_settings_reject_unknown_llm_fields_and_price_unknown_models_high():
     s = LLMSettings()
     assert s.price("some-future-model").output == max(p.output for p in s.prices.values())
     assert dataclasses.is_dataclass(CoderRequest)
+
+
+def test_model_review_rejects_a_program_with_reasons_stored_on_the_node(tmp_path):
+    """With ``model_review`` on, a program the static review passed is also reviewed by the
+    cheap model; its ``reject`` makes the node REJECTED (not run), reasons on the node."""
+    code_holder = {}
+
+    def reply(body):
+        if body["tool_choice"]["name"] == "review":
+            return tool_reply({"verdict": "reject", "reasons": ["the scaler is fitted on all rows before the folds split"]})
+        return tool_reply({"plan": "p", "code": code_holder["code"]})
+
+    with FakeAnthropic(default=reply) as fake:
+        search, coder = _search(tmp_path, fake, model_review=True)
+        code_holder["code"] = _valid_code(search)
+        search.settings = search.settings.model_copy(update={"max_nodes": 1})
+        search.step()
+    node = next(n for n in search.nodes() if n.parent_id is not None)
+    assert node.state is NodeState.REJECTED
+    assert node.review["model_review"]["verdict"] == "reject"
+    assert "model review: the scaler is fitted on all rows" in node.error
+    assert [c.kind for c in search.storage.llm_calls(search.run_id)] == ["code", "review"]

@@ -35,7 +35,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +66,13 @@ class SolutionAnswer(BaseModel):
     plan: str = Field(min_length=1, description="What the program does and why, a few sentences.")
     code: str = Field(min_length=20, description="The complete Python program.")
     knowledge_ids: list[str] = Field(default_factory=list, description="Ids of the knowledge entries used.")
+
+
+class ReviewVerdict(BaseModel):
+    """The ``review`` tool input of a model review of a program."""
+
+    verdict: Literal["pass", "reject"] = Field(description="reject only for a concrete defect")
+    reasons: list[str] = Field(default_factory=list, description="The defects found, or what was checked.")
 
 
 class ExpertPlan(BaseModel):
@@ -288,6 +295,35 @@ class AnthropicCoder:
             known = _known_ids(ans.knowledge_ids)
             return CoderAnswer(plan=ans.plan.strip(), code=ans.code, config=config, knowledge_ids=known)
         return self._fall_back(request, f"no valid answer after {1 + self.llm.max_reasks} attempt(s): {note}")
+
+    def review_program(self, code: str, req: CoderRequest) -> dict[str, Any] | None:
+        """The model review of a program the static review passed (``llm.model_review``):
+        ``{"verdict": "pass" | "reject", "reasons": [...], "model": ...}``, or None when not
+        asked (setting off, LLM off, budget) or when the call failed (the program then runs on
+        the static review alone)."""
+        from mcgs.llm import LLMError
+
+        if not self.llm.model_review or self._disabled:
+            return None
+        try:
+            client = self._get_client()
+        except Exception:
+            return None
+        system = self.system_prompt(req)
+        user = prompt_environment().get_template("code_review.j2").render(code=code, timeout_s=req.per_run_timeout_s)
+        model = self.llm.cheap_model
+        if not self._affordable(model, system, user):
+            return None
+        try:
+            ans, usage = client.ask(
+                model=model, system=system, user=user, answer=ReviewVerdict, tool_name="review",
+                tool_description="Pass or reject the program, with reasons.", max_tokens=min(1024, self.llm.max_tokens),
+            )
+        except LLMError as exc:
+            self._record(req, "review", model, exc.usage, "error", str(exc))
+            return None
+        self._record(req, "review", model, usage, "ok")
+        return {"verdict": ans.verdict, "reasons": ans.reasons, "model": model}
 
     def _ask_expert(self, client, req: CoderRequest, system: str) -> str | None:
         """A planning call to the strong model when the search is stagnant (BudgetMLAgent's
