@@ -139,6 +139,27 @@ def facts(run_dir: Path) -> dict:
     }
 
 
+def operator_time(run_dirs: dict[str, list[Path]]) -> list[dict]:
+    """Per policy and operator: nodes, valid nodes, candidate seconds and new global bests
+    (a valid search node whose reward carries the new-best bonus), from the runs' storage."""
+    out = []
+    for policy, dirs in run_dirs.items():
+        agg: dict[str, list[float]] = {}
+        for d in dirs:
+            for n in open_search(d).nodes():
+                if n.parent_id is None or n.state.value in ("pending", "running"):
+                    continue
+                a = agg.setdefault(n.operator.value, [0, 0, 0.0, 0])
+                a[0] += 1
+                a[1] += n.is_valid
+                a[2] += n.runtime_s or 0.0
+                a[3] += bool(n.reward is not None and n.reward >= 1.0 and n.operator.value != "ensemble")
+        for op, (k, v, t, best) in sorted(agg.items()):
+            out.append({"policy": policy, "operator": op, "nodes": k, "valid": v, "seconds": round(t), "mean_s": round(t / k, 1) if k else 0.0,
+                        "new_bests": best if op != "ensemble" else None})
+    return out
+
+
 def normalise(scores: list[float], lower_is_better: bool) -> list[float]:
     lo, hi = min(scores), max(scores)
     if hi == lo:
@@ -219,6 +240,8 @@ def main() -> int:
         if mr:
             f, b = statistics.median(r["score"] for r in mr), statistics.median(r["best_single_score"] for r in mr)
             ens[t] = {"final": f, "best_single": b, "final_beats_single": (f < b) if lower[t] else (f > b)}
+    finished = {p: [j[4] for j in jobs if j[2] == p and run_status(j[4]) == "finished"] for p in policies}
+    time_rows = operator_time(finished)
     out = {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB",
@@ -227,6 +250,7 @@ def main() -> int:
         "per_task": {f"{t}/{p}": v for (t, p), v in per_task.items()},
         "summary": summary,
         "ensemble_vs_best_single": ens,
+        "operator_time": time_rows,
     }
     results_path.write_text(json.dumps(out, indent=2))
     if args.report:
@@ -253,6 +277,10 @@ def main() -> int:
         for r in rows:
             cv = f"{r['final_cv']:.5f}" if r["final_cv"] is not None else "-"
             lines.append(f"| {r['task']} | {r['policy']} | {r['seed']} | {r['nodes']} ({r['valid']}) | {r['final_operator']} | {cv} | {r['score']} | {r['best_single_score']} |")
+        lines += ["", "Where the time went (all finished runs, from their storage):", "",
+                  "| policy | operator | nodes | valid | candidate time (s) | mean per node (s) | new global bests |", "|---|---|---|---|---|---|---|"]
+        for r in time_rows:
+            lines.append(f"| {r['policy']} | {r['operator']} | {r['nodes']} | {r['valid']} | {r['seconds']} | {r['mean_s']} | {r['new_bests'] if r['new_bests'] is not None else '-'} |")
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text("\n".join(lines) + "\n")
     return 0
