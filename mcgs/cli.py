@@ -226,7 +226,9 @@ def run(
         from mcgs.search import create_search
         from mcgs.settings import SearchSettings
 
-        task = _task_argument(task, prompt, data, out_dir)
+        coder = _choice("--coder", coder, ("auto", "recipe", "anthropic"))
+        reader = _request_reader(coder) if prompt is not None else None
+        task = _task_argument(task, prompt, data, out_dir, reader=reader)
         settings = SearchSettings(
             time_budget_s=_duration("--time-budget", time_budget),
             per_run_timeout_s=_duration("--per-run-timeout", per_run_timeout),
@@ -237,17 +239,43 @@ def run(
             cpu_threads=cpu_threads,
             policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
             plan_candidates=plans,
-            coder=_choice("--coder", coder, ("auto", "recipe", "anthropic")),
+            coder=coder,
         )
         if max_cost_usd is not None:
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
         search = create_search(task, out_dir, settings=settings)
+        if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
+            _record_reading(search, reader)
     _drive(search)
 
 
-def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out_dir: Path) -> Path:
+def _request_reader(coder: str):
+    """A language-model request reader when the coder resolves to anthropic, else None."""
+    if coder == "recipe" or (coder == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):
+        return None
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
+    from mcgs.request import RequestReader
+    from mcgs.settings import SearchSettings
+
+    return RequestReader(SearchSettings().llm)
+
+
+def _record_reading(search, reader) -> None:
+    from mcgs.storage import LLMCall
+
+    u, llm = reader.usage, search.settings.llm
+    cost = llm.price(u.model).cost(u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
+    search.storage.add_llm_call(search.run_id, LLMCall(
+        operator="request", model=u.model, kind="request", input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+        cache_write_tokens=u.cache_write_tokens, cache_read_tokens=u.cache_read_tokens, latency_s=round(u.latency_s, 3),
+        request_id=u.request_id, cost_usd=cost,
+    ))
+
+
+def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out_dir: Path, reader=None) -> Path:
     """The task folder to run: TASK itself, or one written under RUN_DIR/task from a request
     (parsed and verified first; nothing is written when the request has problems)."""
     if prompt is None:
@@ -265,7 +293,7 @@ def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out
 
     if (out_dir / DB_NAME).exists():
         raise _UserError(f"{out_dir} already holds a run; resume it with `mcgs resume {out_dir}` or choose another --out")
-    parsed = parse_request(prompt, data)
+    parsed = parse_request(prompt, data, reader=reader)
     _show_request(parsed)
     return write_task_folder(parsed, data, out_dir / "task", prompt=prompt)
 
@@ -279,13 +307,14 @@ def _show_request(parsed) -> None:
 def request(
     prompt: str = typer.Argument(..., help="The request in plain words."),
     data: Path = typer.Option(..., "--data", help="Folder holding train.csv and test.csv."),
+    coder: str = typer.Option("auto", help="recipe: rules only; anthropic: Claude reads the request too (needs ANTHROPIC_API_KEY); auto: anthropic when the key is set."),
 ) -> None:
     """Parse and verify a request against a data folder without searching: print the task
     spec it becomes (JSON), or each missing or contradictory fact and how to fix it."""
     with _user_errors():
         from mcgs.request import RequestError, parse_request
 
-        parsed = parse_request(prompt, data)
+        parsed = parse_request(prompt, data, reader=_request_reader(_choice("--coder", coder, ("auto", "recipe", "anthropic"))))
         _show_request(parsed)
         if parsed.problems:
             raise RequestError(parsed.problems)

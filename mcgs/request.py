@@ -7,6 +7,12 @@ output), checks it against the data (**request verification**: every missing or 
 fact is reported with what to add, before any search starts), and writes a task folder that
 :func:`mcgs.task.load_task` reads like any other.
 
+With a language model (:class:`RequestReader`), the model first reads the request into the
+same fields by structured output (a forced tool call validated by :class:`RequestReading`);
+what it read fills the facts the rules did not find (a metric or target named in words the
+rules miss, constraints), and every fact then goes through the same checks against the data,
+so the model never decides a fact the data contradicts.
+
 The offline parser is rule based. It reads, in order of trust: the request, the sample
 submission (its columns name the id and the target), the column names of the tables, and the
 task description (``description.md``, ``overview.txt``: its metric words). After AutoML-Agent
@@ -34,6 +40,8 @@ __all__ = [
     "ParsedRequest",
     "RequestError",
     "parse_request",
+    "RequestReading",
+    "RequestReader",
     "write_task_folder",
     "task_from_request",
 ]
@@ -68,6 +76,59 @@ class TaskRequest(BaseModel):
     test_file: str | None = None
     sample_submission_file: str | None = None
     constraints: RequestConstraints = RequestConstraints()
+
+
+class RequestReading(BaseModel):
+    """What a language model read in a request (the ``task_spec`` tool input)."""
+
+    model_config = ConfigDict(extra="ignore")
+    metric: str | None = None
+    target: list[str] | None = None
+    id_column: str | None = None
+    time_column: str | None = None
+    interpretable: bool | None = None
+    max_inference_ms_per_row: float | None = None
+    max_model_mb: float | None = None
+    problems: list[str] = []
+
+
+class RequestReader:
+    """Reads a request with a language model (``request.j2``; one structured call).
+
+    Args:
+        settings: :class:`~mcgs.settings.LLMSettings` (the cheap model reads).
+        client: An :class:`~mcgs.llm.AnthropicClient` (default: built from the settings).
+
+    ``usage`` holds what the call was billed, for the run's cost ledger.
+    """
+
+    def __init__(self, settings, client=None):
+        self.settings = settings
+        self._client = client
+        self.usage = None
+
+    def read(self, prompt: str, files: list[str], train_cols: list[str], test_cols: list[str], sample_cols: list[str] | None) -> RequestReading:
+        """The model's reading. Raises :class:`mcgs.llm.LLMError` when the call fails."""
+        from mcgs.coders.anthropic import prompt_environment
+        from mcgs.llm import AnthropicClient, LLMError
+
+        client = self._client or AnthropicClient(self.settings)
+        user = prompt_environment().get_template("request.j2").render(
+            prompt=prompt, files=files, train_columns=train_cols, test_columns=test_cols, sample_columns=sample_cols or []
+        )
+        system = (
+            "You turn a person's machine-learning request into a task specification. Metric names: accuracy, roc_auc, "
+            "log_loss, f1, f1_macro, f1_micro, rmse, rmsle, mae, mean_column_roc_auc, mean_column_rmsle."
+        )
+        try:
+            reading, self.usage = client.ask(
+                model=self.settings.cheap_model, system=system, user=user, answer=RequestReading, tool_name="task_spec",
+                tool_description="The task specification the request asks for.", max_tokens=1024,
+            )
+        except LLMError as exc:
+            self.usage = exc.usage
+            raise
+        return reading
 
 
 @dataclass(frozen=True)
@@ -213,13 +274,15 @@ def _target_phrase(prompt: str) -> str | None:
 # the parser
 
 
-def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
+def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | None = None) -> ParsedRequest:
     """Turn a request and a data folder into a :class:`TaskRequest`, and verify it.
 
     Args:
         prompt: The person's request, free text.
         data_dir: Folder with the training and test tables (``train.csv``/``.json``,
             ``test.csv``/``.json``) and optionally ``sample_submission.csv`` and a description.
+        reader: A language-model reader; what it reads fills facts the rules miss, and is
+            checked against the data like the rest. When its call fails, the rules alone run.
 
     Returns:
         A :class:`ParsedRequest`; ``problems`` is empty when a search can start.
@@ -258,9 +321,34 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
         return out
     label_candidates = [c for c in train_cols if c not in test_cols]
     train_table = read_table(data_dir / req.train_file)
+    reading = None
+    if reader is not None:
+        from mcgs.llm import LLMError
+
+        try:
+            files = sorted(p.name for p in data_dir.iterdir())
+            reading = reader.read(prompt, files, train_cols, test_cols, sample_cols)
+            notes.append(f"the request was also read by {reader.settings.cheap_model}")
+        except LLMError as exc:
+            notes.append(f"the model could not read the request ({exc}); the rules alone read it")
+    if reading is not None:
+        c = req.constraints
+        req.constraints = RequestConstraints(
+            max_inference_ms_per_row=c.max_inference_ms_per_row or reading.max_inference_ms_per_row,
+            max_model_mb=c.max_model_mb or reading.max_model_mb,
+            interpretable=c.interpretable or bool(reading.interpretable),
+        )
 
     # -- metric: the request first, then the description's evaluation section
     asked = find_metrics(prompt)
+    if not asked and reading is not None and reading.metric:
+        from mcgs.metrics import UnknownMetricError
+
+        try:
+            asked = [get_metric(reading.metric).name]
+            notes.append(f"metric {asked[0]}: read from the request by the model")
+        except UnknownMetricError:
+            notes.append(f"the model read the metric as {reading.metric!r}, which mcgs does not know; ignored")
     described = find_metrics(_evaluation_section(description)) if description else []
     if len(asked) > 1:
         problems.append(RequestProblem("metric", f"the request names several metrics ({', '.join(asked)})", "keep the one the result will be judged by"))
@@ -281,6 +369,16 @@ def parse_request(prompt: str, data_dir: str | Path) -> ParsedRequest:
     # -- target: the request's named column, checked against the sample submission and tables
     named = [c for c in _mentioned_columns(prompt, train_cols) if c in label_candidates]
     phrase = _target_phrase(prompt)
+    if not named and reading is not None and reading.target:
+        named = [c for c in reading.target if c in label_candidates]
+        if named:
+            notes.append(f"target {', '.join(named)}: read from the request by the model")
+        elif any(c in test_cols for c in reading.target):
+            col = next(c for c in reading.target if c in test_cols)
+            problems.append(RequestProblem(
+                "target", f"the request (as {reader.settings.cheap_model} read it) asks to predict {col!r}, but the test table has that column, so it is an input",
+                f"name the column to predict; the training table has these columns the test table lacks: {', '.join(label_candidates) or 'none'}",
+            ))
     from_sample = None
     if sample_cols:
         from_sample = [c for c in sample_cols[1:] if c in label_candidates] or None
@@ -441,8 +539,9 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
     return dest
 
 
-def task_from_request(prompt: str, data_dir: str | Path, dest: str | Path):
-    """Parse, verify and load: the Python equivalent of ``mcgs run --prompt ... --data DIR``.
+def task_from_request(prompt: str, data_dir: str | Path, dest: str | Path, *, reader: RequestReader | None = None):
+    """Parse, verify and load: the Python equivalent of ``mcgs run --prompt ... --data DIR``
+    (``reader``: see :func:`parse_request`).
 
     Returns:
         ``(TaskSpec, ParsedRequest)``.
@@ -453,6 +552,6 @@ def task_from_request(prompt: str, data_dir: str | Path, dest: str | Path):
     """
     from mcgs.task import load_task
 
-    parsed = parse_request(prompt, data_dir)
+    parsed = parse_request(prompt, data_dir, reader=reader)
     folder = write_task_folder(parsed, data_dir, dest, prompt=prompt)
     return load_task(folder), parsed

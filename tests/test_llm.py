@@ -265,3 +265,53 @@ def test_model_review_rejects_a_program_with_reasons_stored_on_the_node(tmp_path
     assert node.review["model_review"]["verdict"] == "reject"
     assert "model review: the scaler is fitted on all rows" in node.error
     assert [c.kind for c in search.storage.llm_calls(search.run_id)] == ["code", "review"]
+
+
+# ----------------------------------------------------------------- request -> task spec
+
+
+def _request_folder(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 120
+    train = pd.DataFrame({"rid": range(n), "hour": rng.integers(0, 24, n), "temp": rng.normal(20, 5, n), "rentals": rng.poisson(30, n)})
+    test = pd.DataFrame({"rid": range(n, n + 40), "hour": rng.integers(0, 24, 40), "temp": rng.normal(20, 5, 40)})
+    d = tmp_path / "data"
+    d.mkdir()
+    train.to_csv(d / "train.csv", index=False)
+    test.to_csv(d / "test.csv", index=False)
+    return d
+
+
+def test_the_model_reads_a_request_the_rules_cannot_and_the_data_checks_still_apply(tmp_path):
+    from mcgs.request import RequestReader, parse_request
+
+    data = _request_folder(tmp_path)
+    prompt = "How many bikes will people take? Score it on the squared error of the logged counts, and keep it explainable to our board."
+    assert not parse_request(prompt, data).ok  # the rules find no metric in these words
+    reading = {"metric": "rmsle", "target": ["rentals"], "interpretable": True}
+    with FakeAnthropic([tool_reply(reading)]) as fake:
+        s = LLMSettings(base_url=fake.base_url, cheap_model=CHEAP)
+        reader = RequestReader(s, AnthropicClient(s, api_key="test-key"))
+        parsed = parse_request(prompt, data, reader=reader)
+    assert parsed.ok, parsed.problems
+    r = parsed.request
+    assert (r.metric, r.target, r.task_kind, r.constraints.interpretable) == ("rmsle", ["rentals"], "regression", True)
+    assert any("read from the request by the model" in n for n in parsed.notes)
+    sent = fake.requests[0]
+    assert sent["tool_choice"]["name"] == "task_spec" and "rentals" in sent["messages"][0]["content"]
+    assert reader.usage.output_tokens == 500
+
+    # the model names an input column as the target: the data check reports it
+    with FakeAnthropic([tool_reply({"metric": "rmse", "target": ["temp"]})]) as fake:
+        s = LLMSettings(base_url=fake.base_url, cheap_model=CHEAP)
+        parsed = parse_request("Predict it; score by squared error of the logs please.", data, reader=RequestReader(s, AnthropicClient(s, api_key="k")))
+    assert any(p.field == "target" and "'temp'" in p.message for p in parsed.problems)
+
+    # the API is down: the rules alone read the request, and say so
+    with FakeAnthropic([error_reply(401, "invalid x-api-key")]) as fake:
+        s = LLMSettings(base_url=fake.base_url, cheap_model=CHEAP)
+        parsed = parse_request(prompt, data, reader=RequestReader(s, AnthropicClient(s, api_key="k")))
+    assert not parsed.ok and any("rules alone" in n for n in parsed.notes)
