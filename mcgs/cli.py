@@ -466,6 +466,44 @@ def mlebench_grade(
     out.print(t)
 
 
+@mlebench_app.command("campaign")
+def mlebench_campaign(
+    competitions: str = typer.Option(..., help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification."),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated search seeds."),
+    time_budget: str = typer.Option("10m", help="Wall budget of each run."),
+    data: Path = typer.Option(..., "--data", help="Folder of prepared competitions (mcgs mlebench prepare --out)."),
+    out_dir: Path = typer.Option(..., "--out", help="Campaign folder: runs/, reports/, campaign.json, campaign.md."),
+    raw: Optional[Path] = typer.Option(None, "--raw", help="Folder holding <id>/raw; competitions not yet prepared in --data are prepared from it."),
+    coder: str = typer.Option("recipe", help="recipe (offline), anthropic or auto."),
+) -> None:
+    """Search and grade every competition x seed, then aggregate as MLE-bench does (any medal,
+    gold/silver/bronze, valid submissions, above median, mean ± standard error). A rerun skips
+    graded pairs and resumes stopped runs."""
+    _setup_logging(False)
+    _sigterm_as_interrupt()
+    with _user_errors():
+        from mcgs.mlebench.campaign import CampaignSpec, run_campaign
+
+        try:
+            seed_list = tuple(int(x) for x in seeds.split(",") if x.strip())
+        except ValueError:
+            raise _UserError(f"--seeds must be comma-separated integers, got {seeds!r}") from None
+        comps = tuple(c.strip() for c in competitions.split(",") if c.strip())
+        if not comps or not seed_list:
+            raise _UserError("give at least one competition (--competitions) and one seed (--seeds)")
+        spec = CampaignSpec(
+            competitions=comps, seeds=seed_list, time_budget_s=_duration("--time-budget", time_budget), data_dir=data, out_dir=out_dir,
+            raw_root=raw, settings={"coder": _choice("--coder", coder, ("auto", "recipe", "anthropic"))},
+        )
+        result = run_campaign(spec, say=lambda m: console.print(m, highlight=False))
+    o = result["overall"]
+    out.print(
+        f"{o['runs']} runs: valid {o['valid_submission_pct']} %, any medal {o['any_medal_pct']} % "
+        f"(gold {o['gold']}, silver {o['silver']}, bronze {o['bronze']}), above median {o['above_median_pct']} %; "
+        f"report {out_dir / 'campaign.md'}"
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -49,6 +49,8 @@ def test_run_with_the_anthropic_coder_survives_every_kind_of_bad_answer(shared_d
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         requests, billed = list(fake.requests), list(fake.billed)
     assert "LLM spend" in res.stdout
+    status = subprocess.run([sys.executable, "-m", "mcgs", "status", str(run)], capture_output=True, text=True, env=env, timeout=120)
+    assert status.returncode == 0 and "LLM spend" in status.stdout and CHEAP in status.stdout and "nodes written by" in status.stdout
 
     search = open_search(run)
     nodes = [n for n in search.nodes() if n.parent_id is not None and n.operator is not Operator.ENSEMBLE]

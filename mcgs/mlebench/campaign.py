@@ -1,0 +1,220 @@
+"""MLE-bench campaigns: search and grade competitions x seeds, resumably, and aggregate.
+
+One call runs the search for every (competition, seed) pair, grades each final submission
+with :func:`~mcgs.mlebench.grade.grade_submission`, writes one grading report per run (MLE-bench's
+``CompetitionReport`` fields plus mcgs's: seed, nodes, wall time, LLM cost) and an aggregate in
+the way MLE-bench summarises runs (``mlebench/grade.py`` ``aggregate_reports`` and the paper's
+Table 2): any-medal %, gold / silver / bronze counts, valid-submission %, above-median %, and
+the score's mean ± standard error over seeds.
+
+Resumable: a pair whose report exists is skipped; a pair whose run stopped part-way (Ctrl-C,
+a killed machine) is resumed from its storage with the budget it has left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import os
+import platform
+import statistics
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mcgs.mlebench.grade import grade_submission
+from mcgs.mlebench.prepare import prepare_competition
+from mcgs.mlebench.registry import MLEBenchError, get_competition
+
+__all__ = ["CampaignSpec", "run_campaign", "aggregate_reports", "render_campaign_markdown"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CampaignSpec:
+    """What to run.
+
+    Attributes:
+        competitions: MLE-bench competition ids.
+        seeds: Search seeds (one run per competition and seed).
+        time_budget_s: Wall budget of each run, seconds.
+        data_dir: Folder of prepared competitions (``<id>/config.yaml`` ...).
+        out_dir: Where runs (``runs/``), reports (``reports/``) and the aggregate go.
+        raw_root: Folder holding ``<id>/raw`` (Kaggle's files); competitions missing from
+            ``data_dir`` are prepared from it. None: they must be prepared already.
+        settings: Extra :class:`~mcgs.settings.SearchSettings` fields for every run.
+    """
+
+    competitions: tuple[str, ...]
+    seeds: tuple[int, ...]
+    time_budget_s: float
+    data_dir: Path
+    out_dir: Path
+    raw_root: Path | None = None
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _ensure_prepared(comp: str, spec: CampaignSpec, say: Callable[[str], None]) -> None:
+    get_competition(comp)  # unknown ids fail here, naming the known ones
+    if (spec.data_dir / comp / "config.yaml").is_file():
+        return
+    if spec.raw_root is None:
+        raise MLEBenchError(
+            f"{comp} is not prepared in {spec.data_dir}: run `mcgs mlebench prepare {comp} --raw RAW --out {spec.data_dir}` "
+            f"or pass --raw FOLDER holding {comp}/raw"
+        )
+    say(f"{comp}: preparing from {spec.raw_root / comp / 'raw'}")
+    prepare_competition(comp, spec.raw_root / comp / "raw", spec.data_dir)
+
+
+def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None]) -> dict[str, Any]:
+    from mcgs.search import DB_NAME, create_search, open_search
+    from mcgs.settings import SearchSettings
+
+    run_dir = spec.out_dir / "runs" / f"{comp}-seed{seed}"
+    if (run_dir / DB_NAME).exists():
+        search = open_search(run_dir)
+        if search.run_record.status != "finished":
+            say(f"{comp} seed {seed}: resuming ({search.clock.remaining:.0f}s of budget left)")
+            if search.clock.remaining > 5:
+                search.run()
+    else:
+        say(f"{comp} seed {seed}: searching for {spec.time_budget_s:.0f}s")
+        settings = SearchSettings(time_budget_s=spec.time_budget_s, seed=seed, **spec.settings)
+        search = create_search(spec.data_dir / comp, run_dir, settings=settings)
+        search.run()
+    report = grade_submission(comp, run_dir / "best" / "submission.csv", spec.data_dir).to_dict()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    report.update(
+        seed=seed,
+        run_dir=str(run_dir),
+        nodes=len(nodes),
+        valid_nodes=sum(n.is_valid for n in nodes),
+        wall_s=round(search.storage.get_run(search.run_record.name).elapsed_s, 1),
+        llm_cost_usd=round(search.storage.llm_spend_usd(search.run_id), 6),
+        time_budget_s=spec.time_budget_s,
+    )
+    search.storage.close()
+    return report
+
+
+def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the campaign and write ``reports/<id>-seed<k>.json``,
+    ``campaign.json`` and ``campaign.md`` under ``spec.out_dir``.
+
+    Returns:
+        The aggregate (see :func:`aggregate_reports`) plus ``reports``.
+
+    Raises:
+        MLEBenchError: an unknown competition, or one neither prepared nor preparable.
+        KeyboardInterrupt: after the running search recorded its state; rerun to resume.
+    """
+    for comp in spec.competitions:
+        _ensure_prepared(comp, spec, say)
+    reports = []
+    for comp in spec.competitions:
+        for seed in spec.seeds:
+            path = spec.out_dir / "reports" / f"{comp}-seed{seed}.json"
+            if path.is_file():
+                reports.append(json.loads(path.read_text()))
+                continue
+            rep = _run_one(comp, seed, spec, say)
+            _atomic_write(path, json.dumps(rep, indent=2))
+            medal = "gold" if rep["gold_medal"] else "silver" if rep["silver_medal"] else "bronze" if rep["bronze_medal"] else "no medal"
+            say(f"{comp} seed {seed}: score {rep['score']} ({medal}{', above median' if rep['above_median'] else ''})")
+            reports.append(rep)
+    agg = aggregate_reports(reports)
+    agg.update(
+        date=dt.datetime.now().isoformat(timespec="seconds"),
+        machine=f"{platform.machine()}, {os.cpu_count()} cores",
+        time_budget_s=spec.time_budget_s,
+        seeds=list(spec.seeds),
+    )
+    _atomic_write(spec.out_dir / "campaign.json", json.dumps({**agg, "reports": reports}, indent=2, default=str))
+    _atomic_write(spec.out_dir / "campaign.md", render_campaign_markdown(agg, reports))
+    return {**agg, "reports": reports}
+
+
+def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    if len(values) == 1:
+        return float(values[0]), None
+    return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _shares(reps: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(reps)
+    pct = lambda k: round(100.0 * sum(bool(r.get(k)) for r in reps) / n, 1) if n else None  # noqa: E731
+    cost = [r.get("llm_cost_usd") or 0.0 for r in reps]
+    wall = [r.get("wall_s") or 0.0 for r in reps]
+    return {
+        "runs": n,
+        "valid_submission_pct": pct("valid_submission"),
+        "any_medal_pct": pct("any_medal"),
+        "above_median_pct": pct("above_median"),
+        "gold": sum(bool(r.get("gold_medal")) for r in reps),
+        "silver": sum(bool(r.get("silver_medal")) for r in reps),
+        "bronze": sum(bool(r.get("bronze_medal")) for r in reps),
+        "mean_wall_s": round(statistics.mean(wall), 1) if wall else None,
+        "mean_llm_cost_usd": round(statistics.mean(cost), 6) if cost else None,
+    }
+
+
+def aggregate_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Aggregate grading reports: overall shares and counts, and per competition the same
+    plus the score's mean ± standard error over seeds (invalid runs excluded from the mean).
+
+    Returns:
+        ``{"overall": {...}, "competitions": {id: {...}}}``.
+    """
+    by_comp: dict[str, list[dict[str, Any]]] = {}
+    for r in reports:
+        by_comp.setdefault(r["competition_id"], []).append(r)
+    comps = {}
+    for comp, reps in by_comp.items():
+        mean, se = _mean_se([r["score"] for r in reps if r.get("score") is not None])
+        comps[comp] = {
+            **_shares(reps),
+            "score_mean": mean,
+            "score_se": se,
+            "median_threshold": reps[0].get("median_threshold"),
+            "is_lower_better": reps[0].get("is_lower_better"),
+        }
+    return {"overall": _shares(reports), "competitions": comps}
+
+
+def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]]) -> str:
+    """The campaign's Markdown report: aggregate table, per-competition table, per-run table."""
+    o = agg["overall"]
+    lines = [
+        f"# MLE-bench campaign ({agg.get('date', '')})",
+        "",
+        f"Machine: {agg.get('machine', '?')}. Budget per run: {agg.get('time_budget_s', 0):.0f} s. Seeds: {agg.get('seeds')}.",
+        "",
+        "| runs | valid submission | any medal | gold | silver | bronze | above median | mean wall (s) | mean LLM cost (USD) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {o['runs']} | {o['valid_submission_pct']} % | {o['any_medal_pct']} % | {o['gold']} | {o['silver']} | {o['bronze']} | {o['above_median_pct']} % | {o['mean_wall_s']} | {o['mean_llm_cost_usd']} |",
+        "",
+        "| competition | runs | score (mean ± SE) | grader median | above median | medals (gold/silver/bronze) | valid |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for comp, c in agg["competitions"].items():
+        score = "-" if c["score_mean"] is None else f"{c['score_mean']:.5g}" + ("" if c["score_se"] is None else f" ± {c['score_se']:.2g}")
+        lines.append(
+            f"| {comp} | {c['runs']} | {score} | {c['median_threshold']} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
+        )
+    lines += ["", "| competition | seed | score | medal | above median | nodes (valid) | wall (s) | LLM cost (USD) |", "|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        medal = "gold" if r.get("gold_medal") else "silver" if r.get("silver_medal") else "bronze" if r.get("bronze_medal") else "-"
+        lines.append(
+            f"| {r['competition_id']} | {r.get('seed')} | {r.get('score')} | {medal} | {r.get('above_median')} | {r.get('nodes')} ({r.get('valid_nodes')}) | {r.get('wall_s')} | {r.get('llm_cost_usd')} |"
+        )
+    return "\n".join(lines) + "\n"

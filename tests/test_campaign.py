@@ -1,0 +1,68 @@
+"""MLE-bench campaigns: graded reports per run, the aggregate MLE-bench reports, resumption."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mcgs.mlebench import MLEBenchError
+from mcgs.mlebench.campaign import CampaignSpec, aggregate_reports, run_campaign
+
+
+def _rep(comp, seed, score, medal=None, valid=True, above=False, cost=0.0):
+    return {
+        "competition_id": comp, "seed": seed, "score": score if valid else None, "valid_submission": valid,
+        "gold_medal": medal == "gold", "silver_medal": medal == "silver", "bronze_medal": medal == "bronze",
+        "any_medal": medal is not None, "above_median": above, "median_threshold": 0.8, "is_lower_better": False,
+        "wall_s": 600.0, "llm_cost_usd": cost,
+    }
+
+
+def test_aggregate_counts_medals_shares_and_the_standard_error_over_seeds():
+    reps = [_rep("a", 0, 0.80, "gold", above=True), _rep("a", 1, 0.84, "bronze", above=True), _rep("a", 2, 0.0, valid=False),
+            _rep("b", 0, 0.5, cost=0.2), _rep("b", 1, 0.7, "silver", above=True, cost=0.4)]
+    agg = aggregate_reports(reps)
+    o = agg["overall"]
+    assert (o["runs"], o["gold"], o["silver"], o["bronze"]) == (5, 1, 1, 1)
+    assert o["any_medal_pct"] == 60.0 and o["valid_submission_pct"] == 80.0 and o["above_median_pct"] == 60.0
+    assert o["mean_llm_cost_usd"] == pytest.approx(0.12)
+    a = agg["competitions"]["a"]
+    assert a["score_mean"] == pytest.approx(0.82)  # the invalid run is out of the mean
+    assert a["score_se"] == pytest.approx(math.sqrt(0.0008) / math.sqrt(2))
+    assert a["valid_submission_pct"] == pytest.approx(66.7)
+
+
+def test_an_unprepared_competition_without_raw_data_names_the_fix(tmp_path):
+    spec = CampaignSpec(competitions=("spaceship-titanic",), seeds=(0,), time_budget_s=60, data_dir=tmp_path / "data", out_dir=tmp_path / "c")
+    with pytest.raises(MLEBenchError, match="mcgs mlebench prepare spaceship-titanic"):
+        run_campaign(spec, say=lambda m: None)
+    with pytest.raises(MLEBenchError, match="unknown"):
+        run_campaign(CampaignSpec(("no-such-competition",), (0,), 60, tmp_path / "data", tmp_path / "c"), say=lambda m: None)
+
+
+@pytest.mark.realdata
+def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, tmp_path):
+    spec = CampaignSpec(
+        competitions=("spaceship-titanic",), seeds=(0, 1), time_budget_s=300, data_dir=tmp_path / "data", out_dir=tmp_path / "camp",
+        raw_root=shared_data, settings={"max_nodes": 2, "num_drafts": 2, "plan_candidates": 0, "coder": "recipe"},
+    )
+    said: list[str] = []
+    result = run_campaign(spec, say=said.append)
+    assert [(r["competition_id"], r["seed"]) for r in result["reports"]] == [("spaceship-titanic", 0), ("spaceship-titanic", 1)]
+    for r in result["reports"]:
+        assert r["valid_submission"] and 0.7 < r["score"] < 0.85 and r["nodes"] >= 2 and r["wall_s"] > 0
+        assert {"gold_threshold", "median_threshold", "any_medal", "submission_path", "created_at"} <= set(r)
+    saved = json.loads((tmp_path / "camp" / "reports" / "spaceship-titanic-seed0.json").read_text())
+    assert saved["score"] == result["reports"][0]["score"]
+    assert result["overall"]["valid_submission_pct"] == 100.0
+    md = (tmp_path / "camp" / "campaign.md").read_text()
+    assert "| spaceship-titanic | 0 |" in md and "valid submission" in md
+
+    # rerun: graded pairs are skipped; a lost report is regraded from the finished run
+    (tmp_path / "camp" / "reports" / "spaceship-titanic-seed1.json").unlink()
+    said.clear()
+    again = run_campaign(spec, say=said.append)
+    assert not any("searching" in m for m in said)
+    assert [r["score"] for r in again["reports"]] == [r["score"] for r in result["reports"]]
