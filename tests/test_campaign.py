@@ -57,6 +57,9 @@ def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, 
     saved = json.loads((tmp_path / "camp" / "reports" / "spaceship-titanic-seed0.json").read_text())
     assert saved["score"] == result["reports"][0]["score"]
     assert result["overall"]["valid_submission_pct"] == 100.0
+    for png in ("spaceship-titanic.png", "campaign.png"):
+        assert (tmp_path / "camp" / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(result["reports"][0]["best_so_far"]) >= 2  # two drafts (and the ensemble) finished
     md = (tmp_path / "camp" / "campaign.md").read_text()
     assert "| spaceship-titanic | 0 |" in md and "valid submission" in md
 

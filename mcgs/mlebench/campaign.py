@@ -7,6 +7,9 @@ the way MLE-bench summarises runs (``mlebench/grade.py`` ``aggregate_reports`` a
 Table 2): any-medal %, gold / silver / bronze counts, valid-submission %, above-median %, and
 the score's mean ± standard error over seeds.
 
+Plots (``plots/``): best-so-far validation score over time per competition (one line per
+seed) and the aggregate as a bar chart.
+
 Resumable: a pair whose report exists is skipped; a pair whose run stopped part-way (Ctrl-C,
 a killed machine) is resumed from its storage with the budget it has left.
 """
@@ -90,6 +93,8 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
         settings = SearchSettings(time_budget_s=spec.time_budget_s, seed=seed, **spec.settings)
         search = create_search(spec.data_dir / comp, run_dir, settings=settings)
         search.run()
+    from mcgs.plots import best_so_far
+
     report = grade_submission(comp, run_dir / "best" / "submission.csv", spec.data_dir).to_dict()
     nodes = [n for n in search.nodes() if n.parent_id is not None]
     report.update(
@@ -100,6 +105,8 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
         wall_s=round(search.storage.get_run(search.run_record.name).elapsed_s, 1),
         llm_cost_usd=round(search.storage.llm_spend_usd(search.run_id), 6),
         time_budget_s=spec.time_budget_s,
+        metric=search.task.metric,
+        best_so_far=best_so_far(search),
     )
     search.storage.close()
     return report
@@ -139,7 +146,21 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
     )
     _atomic_write(spec.out_dir / "campaign.json", json.dumps({**agg, "reports": reports}, indent=2, default=str))
     _atomic_write(spec.out_dir / "campaign.md", render_campaign_markdown(agg, reports))
+    _plots(spec, agg, reports)
     return {**agg, "reports": reports}
+
+
+def _plots(spec: CampaignSpec, agg: dict[str, Any], reports: list[dict[str, Any]]) -> None:
+    """``plots/<id>.png`` (best-so-far validation score over time, one line per seed) and
+    ``plots/campaign.png`` (the aggregate)."""
+    from mcgs.plots import plot_best_so_far, plot_campaign
+
+    for comp in spec.competitions:
+        reps = [r for r in reports if r["competition_id"] == comp]
+        curves = {f"seed {r['seed']}": [tuple(p) for p in r.get("best_so_far") or []] for r in reps}
+        metric = next((r.get("metric") for r in reps if r.get("metric")), "score")
+        plot_best_so_far(curves, spec.out_dir / "plots" / f"{comp}.png", title=comp, metric=metric)
+    plot_campaign(agg, spec.out_dir / "plots" / "campaign.png")
 
 
 def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
