@@ -216,6 +216,9 @@ def run(
         "auto", help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set)."
     ),
     max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With the anthropic coder: stop calling the API before this many US dollars are spent."),
+    baseline: Optional[Path] = typer.Option(
+        None, help="A starter program (following docs/solution_contract.md) run as the first node; the search builds from it."
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
 ) -> None:
     """Search for a solution to TASK (or to a --prompt request on --data) and write
@@ -245,7 +248,7 @@ def run(
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
-        search = create_search(task, out_dir, settings=settings)
+        search = create_search(task, out_dir, settings=settings, baseline=baseline)
         if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
             _record_reading(search, reader)
     _drive(search)

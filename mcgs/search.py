@@ -39,6 +39,7 @@ __all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
 logger = logging.getLogger(__name__)
 
 DB_NAME = "mcgs.db"
+BASELINE_NAME = "baseline.py"  # a starter program to run as the first node (MLAgentBench mode)
 # Below this many seconds of remaining budget no new candidate is started.
 MIN_CANDIDATE_S = 5.0
 _PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
@@ -201,6 +202,7 @@ class Search:
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
         try:
+            self._run_baseline()
             self._prepare_plans()
             if self.settings.workers > 1:
                 self._run_workers()
@@ -344,19 +346,52 @@ class Search:
             review=review.as_dict(),
         )
         if review.rejected:
-            with self._verdict_lock:
-                prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
-                finished = self.storage.finish_node(
-                    node.id,
-                    state=NodeState.REJECTED,
-                    reward=compute_reward(NodeState.REJECTED, None, prior, self.task.higher_is_better),
-                    error="code review rejected the program: " + "; ".join(review.reasons),
-                    runtime_s=0.0,
-                )
-                self._after_node(finished, prior)
+            self._reject(node, review)
             return None
         timeout = min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
         return node, timeout, ctx.seed
+
+    def _reject(self, node: FrozenNode, review) -> FrozenNode:
+        """Finish a node the Code Review rejected (never run), with its reasons."""
+        with self._verdict_lock:
+            prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
+            finished = self.storage.finish_node(
+                node.id,
+                state=NodeState.REJECTED,
+                reward=compute_reward(NodeState.REJECTED, None, prior, self.task.higher_is_better),
+                error="code review rejected the program: " + "; ".join(review.reasons),
+                runtime_s=0.0,
+            )
+            self._after_node(finished, prior)
+        return finished
+
+    # ------------------------------------------------------------------ baseline (MLAgentBench)
+
+    def _run_baseline(self) -> None:
+        """Run ``RUN_DIR/baseline.py`` (given with ``baseline=``) as the first node, once.
+
+        The starter program becomes a root-level node (operator draft, ``config.baseline``) so
+        the search builds from it: it is reviewed, run and scored like any candidate, and counts
+        as one of the drafts (MLAgentBench, Huang et al. 2024, §2: the agent starts from a
+        baseline program and is judged by its improvement over it).
+        """
+        from mcgs.operators.code_review import review_program
+
+        path = self.run_dir / BASELINE_NAME
+        if not path.is_file() or any(n.config.get("baseline") and n.state.is_finished() for n in self.nodes()):
+            return
+        review = review_program(path.read_text(), train_only_columns=self.profile.get("train_only_columns", ()))
+        root = next(n for n in self.nodes() if n.parent_id is None)
+        node = self.storage.add_node(
+            self.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="[baseline] the starter program given with --baseline",
+            code=review.code, config={"baseline": True, "author": "baseline"}, review=review.as_dict(),
+        )
+        if review.rejected:
+            done = self._reject(node, review)
+        else:
+            done = self._execute(node, min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s), seed=self.settings.seed)
+        score = f" {self.task.metric} {done.score:.6g}" if done.score is not None else ""
+        self.say(f"baseline: {done.state.value}{score}" + (f" ({done.error})" if done.error else ""))
 
     # ------------------------------------------------------------------ multi-plan drafting
 
@@ -684,12 +719,19 @@ def create_search(
     settings: SearchSettings | None = None,
     coder: Coder | None = None,
     callbacks: Sequence[Callback] = (),
+    baseline: str | Path | None = None,
 ) -> Search:
     """Create a new run in ``run_dir`` (which must not hold a run yet).
 
+    Args:
+        baseline: A starter program following the solution contract; it is copied to
+            ``RUN_DIR/baseline.py`` and run as the first node, and the search builds from it
+            (MLAgentBench-style improvement).
+
     Raises:
         TaskError: the task folder is invalid.
-        RunError: ``run_dir`` already holds a run (use :func:`open_search` to resume it).
+        RunError: ``run_dir`` already holds a run (use :func:`open_search` to resume it), or
+            the baseline file does not exist.
     """
     spec = task if isinstance(task, TaskSpec) else load_task(task)
     settings = settings or SearchSettings()
@@ -702,7 +744,11 @@ def create_search(
     run_dir = Path(run_dir)
     if (run_dir / DB_NAME).exists():
         raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")
+    if baseline is not None and not Path(baseline).is_file():
+        raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
     run_dir.mkdir(parents=True, exist_ok=True)
+    if baseline is not None:
+        shutil.copyfile(baseline, run_dir / BASELINE_NAME)
     storage = Storage(f"sqlite:///{(run_dir / DB_NAME).resolve()}")
     run = storage.create_run(
         name=run_dir.resolve().name,

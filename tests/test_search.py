@@ -238,3 +238,26 @@ def test_a_candidate_is_limited_to_its_share_of_the_budget(demo_task, tmp_path):
     draft = next(n for n in search.nodes() if n.operator is Operator.DRAFT)
     assert draft.state is NodeState.TIMEOUT, (draft.state, draft.error)
     assert draft.runtime_s < 15
+
+
+def test_a_baseline_program_is_the_first_node_and_the_search_builds_from_it(demo_task, tmp_path):
+    """MLAgentBench mode: the starter program runs first as a scored root-level node; the
+    recipe coder cannot edit a program it did not write, so its expansions draft afresh."""
+    from mcgs.coders import CoderRequest
+    from mcgs.profile import profile_task
+    from mcgs.task import load_task
+
+    spec = load_task(demo_task)
+    code = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
+    script = tmp_path / "starter.py"
+    script.write_text(code.replace("mcgs candidate", "starter program"))
+    search = create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=4, num_drafts=2), coder=RecipeCoder(models=FAST), baseline=script)
+    search.run()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    first = nodes[0]
+    assert first.config == {"baseline": True, "author": "baseline"} and first.is_valid and "starter program" in first.code
+    assert len([n for n in nodes if n.operator is Operator.DRAFT]) == 2  # the baseline counts as a draft
+    improve = RecipeCoder(models=FAST).write(CoderRequest(operator=Operator.IMPROVE, task=spec, profile=search.profile, parent=first))
+    assert "was not written by the recipe coder" in improve.plan and improve.config["change"] == "draft"
+    with pytest.raises(RunError, match="does not exist"):
+        create_search(demo_task, tmp_path / "run2", settings=settings(), baseline=tmp_path / "missing.py")

@@ -365,13 +365,8 @@ class AnthropicCoder:
         return self._fall_back(req, msg)
 
     def _fall_back(self, req: CoderRequest, why: str) -> CoderAnswer:
-        """The recipe coder writes this node. A parent the recipe coder cannot read (an LLM
-        program has no recipe config) is replaced by a fresh draft."""
-        usable = lambda n: n is not None and bool(n.config.get("model"))  # noqa: E731
-        if req.operator is not Operator.DRAFT and not usable(req.parent):
-            req = dataclasses.replace(req, operator=Operator.DRAFT, parent=None, lineage=(), references=())
-        if req.operator in (Operator.FUSION, Operator.AGGREGATE):
-            req = dataclasses.replace(req, references=tuple(n for n in req.references if usable(n)))
+        """The recipe coder writes this node (it drafts afresh when the parent is an LLM
+        program it cannot read)."""
         ans = self.fallback.write(req)
         config = {**ans.config, "author": f"recipe (fallback: {why[:200]})"}
         return dataclasses.replace(ans, config=config)

@@ -26,6 +26,7 @@ feature blocks' templates. Operators act on the config (DESIGN §5):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import re
 from typing import Any, Sequence
@@ -143,6 +144,9 @@ class RecipeCoder:
     def write(self, request: CoderRequest) -> CoderAnswer:
         """Write a program for a Draft, Debug or Improve request."""
         rng = random.Random(f"{self.seed}-{request.seed}-{request.operator.value}")
+        foreign = _foreign_parent(request)
+        if foreign:  # a baseline script or an LLM program: no recipe config to change
+            request = dataclasses.replace(request, operator=Operator.DRAFT, parent=None, lineage=(), references=())
         if request.operator is Operator.DRAFT:
             config, plan = self._draft(request, rng)
         elif request.operator is Operator.DEBUG:
@@ -155,6 +159,8 @@ class RecipeCoder:
             config, plan = self._merge(request, rng)
         else:
             raise ValueError(f"the recipe coder cannot serve operator {request.operator.value!r}")
+        if foreign:
+            plan = f"({foreign}; the recipe coder writes a fresh draft) {plan}"
         config["seed"] = request.seed
         model = get_entry(config["model"])
         title = f"mcgs candidate ({request.operator.value}): {model.title}"
@@ -331,7 +337,7 @@ class RecipeCoder:
         return config, plan
 
     def _merge(self, req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
-        inputs = [n for n in ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references if n is not None and n.is_valid and n.config]
+        inputs = [n for n in ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references if n is not None and n.is_valid and n.config.get("model")]
         if not inputs:
             raise ValueError(f"{req.operator.value} needs at least one valid input with a recipe config")
         strongest = min(inputs, key=lambda n: (-n.score if req.task.higher_is_better else n.score, n.seq))
@@ -402,3 +408,16 @@ def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:200] if lines else "unknown error"
 
+
+
+def _foreign_parent(req: CoderRequest) -> str | None:
+    """Why the recipe coder cannot build on the request's inputs (they are programs it did not
+    write: a baseline script, an LLM's program), or None."""
+    readable = lambda n: n is not None and bool(n.config.get("model"))  # noqa: E731
+    if req.operator in (Operator.DEBUG, Operator.IMPROVE, Operator.EVOLVE) and not readable(req.parent):
+        return f"node {req.parent.seq if req.parent else '?'} was not written by the recipe coder"
+    if req.operator in (Operator.FUSION, Operator.AGGREGATE):
+        inputs = ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references
+        if not any(readable(n) and n.is_valid for n in inputs):
+            return "none of the inputs was written by the recipe coder"
+    return None
