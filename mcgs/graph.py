@@ -4,6 +4,12 @@ over it (lineage, branches, best nodes), in the style of networkx's own algorith
 Node attribute ``"node"`` holds the :class:`~mcgs.node.FrozenNode`; edge attribute ``"kind"``
 holds the :class:`~mcgs.node.EdgeKind` (a pair of nodes may be joined by one edge of each kind,
 so parallel kinds are merged into the attribute ``"kinds"``).
+
+Structures every selection needs (primary children, branch heads, branch members) are derived
+once per graph in one pass and kept in ``g.graph`` (keyed by the node count, so a graph that
+gains nodes gets them rebuilt; graphs are built whole from storage and edges never come
+without their node): selection stays linear in the number of nodes instead of walking a
+branch for each of its nodes.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ __all__ = [
     "children",
     "primary_ancestors",
     "branch_of",
+    "branch_node_ids",
     "valid_nodes",
     "best_node",
 ]
@@ -42,16 +49,50 @@ def node(g: nx.DiGraph, node_id: int) -> FrozenNode:
     return g.nodes[node_id]["node"]
 
 
+def _derived(g: nx.DiGraph) -> dict:
+    """Primary children (by seq), branch head of every node and branch members (by seq),
+    computed in one pass and cached on the graph."""
+    key = g.number_of_nodes()  # O(1); networkx counts edges by summing degrees
+    d = g.graph.get("_mcgs_derived")
+    if d is not None and d["key"] == key:
+        return d
+    by_seq = sorted(g.nodes, key=lambda n: g.nodes[n]["node"].seq)
+    kids: dict[int, list[int]] = {n: [] for n in g.nodes}
+    for a, b, data in g.edges(data=True):
+        if EdgeKind.DERIVES in data["kinds"]:
+            kids[a].append(b)
+    seq = {n: g.nodes[n]["node"].seq for n in g.nodes}
+    for lst in kids.values():
+        lst.sort(key=seq.__getitem__)
+    root = next((n for n in by_seq if g.nodes[n]["node"].state is NodeState.ROOT), None)
+    head: dict[int, int | None] = {}
+    members: dict[int, list[int]] = {}
+    for n in by_seq:  # parents are created before their children
+        p = g.nodes[n]["node"].parent_id
+        h = None if p is None else (n if p == root else head.get(p))
+        head[n] = h
+        if h is not None:
+            members.setdefault(h, []).append(n)
+    d = {"key": key, "children": kids, "head": head, "members": members, "root": root}
+    g.graph["_mcgs_derived"] = d
+    return d
+
+
 def root_of(g: nx.DiGraph) -> int:
     """Id of the root node (state ROOT)."""
+    root = _derived(g)["root"]
+    if root is not None:
+        return root
     for n, data in g.nodes(data=True):
         if data["node"].state is NodeState.ROOT:
             return n
-    raise ValueError("graph has no root node")
+    raise ValueError("graph has no root node")  # pragma: no cover - every stored run has one
 
 
 def children(g: nx.DiGraph, node_id: int, kind: EdgeKind = EdgeKind.DERIVES) -> list[int]:
     """Successors joined by an edge of ``kind`` (primary children by default), in creation order."""
+    if kind is EdgeKind.DERIVES:
+        return list(_derived(g)["children"][node_id])
     out = [c for c in g.successors(node_id) if kind in g.edges[node_id, c]["kinds"]]
     return sorted(out, key=lambda c: g.nodes[c]["node"].seq)
 
@@ -72,8 +113,12 @@ def primary_ancestors(g: nx.DiGraph, node_id: int) -> list[int]:
 
 def branch_of(g: nx.DiGraph, node_id: int) -> int | None:
     """The draft that heads the node's branch (the ancestor whose parent is the root)."""
-    chain = [node_id, *primary_ancestors(g, node_id)]
-    return chain[-2] if len(chain) >= 2 else None
+    return _derived(g)["head"].get(node_id)
+
+
+def branch_node_ids(g: nx.DiGraph, head: int) -> list[int]:
+    """Ids of the branch headed by ``head`` (itself and its primary descendants), by seq."""
+    return list(_derived(g)["members"].get(head, [head]))
 
 
 def valid_nodes(g: nx.DiGraph) -> list[FrozenNode]:

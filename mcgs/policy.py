@@ -36,7 +36,7 @@ from typing import Sequence
 
 import networkx as nx
 
-from mcgs.graph import branch_of, children, node, primary_ancestors, root_of, valid_nodes
+from mcgs.graph import branch_node_ids, branch_of, children, node, primary_ancestors, root_of, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
 
@@ -155,6 +155,8 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     Finished nodes also add their candidate runtime, for cost-aware selection.
     """
     stats: dict[int, _Stats] = {n: _Stats() for n in g.nodes}
+    # own contributions, then summed up the primary tree children-first (seq descending): each
+    # node's total reaches every primary ancestor in one linear pass
     for n, data in g.nodes(data=True):
         fn = data["node"]
         if fn.reward is not None:
@@ -163,19 +165,34 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
             r = virtual_loss
         else:
             continue
-        own = {n, *primary_ancestors(g, n)}
-        for a in own:
-            stats[a].visits += 1
-            stats[a].value += r
-            if fn.reward is not None and fn.runtime_s is not None:
-                stats[a].runtime_sum += fn.runtime_s
-                stats[a].runtime_n += 1
-        if credit_share <= 0 or fn.reward is None:
+        st = stats[n]
+        st.visits += 1
+        st.value += r
+        if fn.reward is not None and fn.runtime_s is not None:
+            st.runtime_sum += fn.runtime_s
+            st.runtime_n += 1
+    for n in sorted(g.nodes, key=lambda v: g.nodes[v]["node"].seq, reverse=True):
+        p = g.nodes[n]["node"].parent_id
+        if p is not None and p in stats:
+            a, b = stats[p], stats[n]
+            a.visits += b.visits
+            a.value += b.value
+            a.runtime_sum += b.runtime_sum
+            a.runtime_n += b.runtime_n
+    if credit_share <= 0:
+        return stats
+    for n, data in g.nodes(data=True):
+        fn = data["node"]
+        if fn.reward is None:
+            continue
+        r = fn.reward
+        sources = [src for src in g.predecessors(n) if g.edges[src, n]["kinds"] & {EdgeKind.FUSES, EdgeKind.REFERENCES}]
+        if not sources:
             continue
         credited: set[int] = set()
-        for src in g.predecessors(n):
-            if g.edges[src, n]["kinds"] & {EdgeKind.FUSES, EdgeKind.REFERENCES}:
-                credited |= {src, *primary_ancestors(g, src)}
+        for src in sources:
+            credited |= {src, *primary_ancestors(g, src)}
+        own = {n, *primary_ancestors(g, n)}
         for a in credited - own:
             stats[a].visits += credit_share
             stats[a].value += credit_share * r
@@ -218,27 +235,26 @@ def _better(a: FrozenNode, b: FrozenNode, higher_is_better: bool) -> bool:
 def branch_members(g: nx.DiGraph, head: int) -> list[FrozenNode]:
     """Nodes of the branch headed by ``head`` (a draft or an aggregate node and its
     primary-parent descendants), in creation order."""
-    out = [node(g, head)]
-    stack = [head]
-    while stack:
-        v = stack.pop()
-        for c in children(g, v):
-            out.append(node(g, c))
-            stack.append(c)
-    return sorted(out, key=lambda n: n.seq)
+    return [node(g, v) for v in branch_node_ids(g, head)]
 
 
 def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[FrozenNode | None, int]:
     """The branch's best valid node (earliest wins ties) and the number of valid nodes of the
-    branch created after it (its spent patience)."""
+    branch created after it (its spent patience). Cached on the graph per branch."""
+    cache = g.graph.setdefault("_mcgs_branch_best", {})
+    key = (g.number_of_nodes(), head, higher_is_better)
+    if key in cache:
+        return cache[key]
     members = [m for m in branch_members(g, head) if m.is_valid]
     if not members:
-        return None, 0
+        cache[key] = (None, 0)
+        return cache[key]
     best = members[0]
     for m in members[1:]:
         if _better(m, best, higher_is_better):
             best = m
-    return best, sum(1 for m in members if m.seq > best.seq)
+    cache[key] = (best, sum(1 for m in members if m.seq > best.seq))
+    return cache[key]
 
 
 def is_branch_stagnant(g: nx.DiGraph, head: int, s: SearchSettings, higher_is_better: bool) -> bool:

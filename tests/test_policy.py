@@ -333,3 +333,15 @@ def test_cost_term_is_runtime_in_units_of_the_budget_share():
     assert stats[1].mean_runtime == 30.0 and root.mean_runtime == pytest.approx(16.5)
     base = uct_value(stats[1], root, c=1.0)
     assert uct_value(stats[1], root, c=1.0, cost_scale_s=30.0) == pytest.approx(base - 1.0)
+
+
+def test_derived_structures_follow_a_graph_that_gains_nodes():
+    """Children and branch lists are cached on the graph; adding a node must refresh them."""
+    from mcgs.graph import branch_node_ids, branch_of, children
+
+    g = graph([(1, 0, D, V, 0.5, 2.0), (2, 1, IMP, V, 0.6, 2.0)])
+    assert children(g, 1) == [2] and branch_node_ids(g, 1) == [1, 2]
+    g.add_node(3, node=FrozenNode(id=3, seq=3, parent_id=2, operator=IMP, state=V, score=0.7, reward=2.0))
+    g.add_edge(2, 3, kinds={EdgeKind.DERIVES})
+    assert children(g, 2) == [3] and branch_of(g, 3) == 1 and branch_node_ids(g, 1) == [1, 2, 3]
+    assert tree_stats(g)[1].visits == 3
