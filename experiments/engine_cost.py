@@ -1,0 +1,155 @@
+"""The engine's own cost: what mcgs spends outside the candidate programs.
+
+Three measurements, one run of this script:
+
+1. **Selection time** at 1 000 / 10 000 / 100 000 nodes: synthetic search graphs (five drafts,
+   then children attached to random earlier nodes, 85 % valid, random rewards and runtimes),
+   the time of one :func:`mcgs.policy.select_expansion` (mean of a few calls, after the graph
+   is built) and of building the graph from its nodes and edges, for the ``mcgs`` and ``tree``
+   policies. Target: under 10 ms per selection at 10 000 nodes.
+2. **Launch overhead per candidate**: the wall time of the sandbox running a program that does
+   nothing (``import sys``), i.e. process tree start, limits, scrubbed environment, monitoring
+   and teardown.
+3. **Share of wall time outside candidates** in one real search (the bundled demo task, the
+   recipe coder, one worker): ``1 - sum(candidate runtimes) / run wall time``. Target: under
+   3 % at 10-minute runs.
+
+Usage (from the repository root, after ``make install``)::
+
+    .venv/bin/python experiments/engine_cost.py --work /tmp/mcgs-cost --time-budget 10m \\
+        --report docs/results/engine_cost.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from mcgs.graph import build_graph
+from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
+from mcgs.policy import select_expansion
+from mcgs.settings import SearchSettings, parse_duration
+
+
+def synthetic_graph(n: int, seed: int = 0) -> tuple[list[FrozenNode], list[FrozenEdge]]:
+    """``n`` nodes below a root: five drafts, then children of random earlier nodes."""
+    rng = random.Random(seed)
+    nodes = [FrozenNode(id=0, seq=0, parent_id=None, operator=Operator.ROOT, state=NodeState.ROOT)]
+    edges = []
+    for i in range(1, n + 1):
+        parent = 0 if i <= 5 else rng.randint(1, i - 1)
+        ok = rng.random() < 0.85
+        op = Operator.DRAFT if parent == 0 else Operator.IMPROVE if ok else Operator.DEBUG
+        nodes.append(FrozenNode(
+            id=i, seq=i, parent_id=parent, operator=op, state=NodeState.VALID if ok else NodeState.BUGGY,
+            score=rng.random() if ok else None, reward=(rng.random() + (rng.random() < 0.05)) if ok else -1.0, runtime_s=rng.uniform(1, 60),
+        ))
+        edges.append(FrozenEdge(src=parent, dst=i, kind=EdgeKind.DERIVES, operator=op))
+    return nodes, edges
+
+
+def selection_times(sizes: list[int], policies: list[str], repeats: int = 3) -> list[dict]:
+    rows = []
+    for n in sizes:
+        nodes, edges = synthetic_graph(n)
+        for policy in policies:
+            s = SearchSettings(policy=policy, time_budget_s=36000)
+            t0 = time.perf_counter()
+            g = build_graph(nodes, edges)
+            build = time.perf_counter() - t0
+            times = []
+            for k in range(repeats):
+                g = build_graph(nodes, edges)  # a fresh graph per selection, as the engine does
+                t0 = time.perf_counter()
+                select_expansion(g, s, progress=0.2, higher_is_better=True, rng=random.Random(k))
+                times.append(time.perf_counter() - t0)
+            rows.append({"nodes": n, "policy": policy, "build_ms": round(1000 * build, 1), "select_ms": round(1000 * statistics.mean(times), 1)})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def launch_overhead(work: Path, runs: int = 20) -> float:
+    """Mean wall seconds of the sandbox running a program that does nothing."""
+    from mcgs.sandbox import SandboxLimits, run_program
+
+    ws = work / "noop"
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "solution.py").write_text("import sys\n")
+    limits = SandboxLimits(timeout_s=60, memory_mb=2048, cpu_threads=1)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        run_program(ws, "solution.py", limits)
+        times.append(time.perf_counter() - t0)
+    return statistics.mean(times)
+
+
+def outside_share(work: Path, budget_s: float) -> dict:
+    """One demo search: wall time, candidate time and the share outside candidates."""
+    from mcgs.demo import build_demo_task
+    from mcgs.search import create_search
+
+    task = build_demo_task(work / "demo" / "task") if not (work / "demo" / "task" / "task.yaml").is_file() else work / "demo" / "task"
+    run = work / "demo" / f"run-{int(time.time())}"
+    t0 = time.perf_counter()
+    search = create_search(task, run, settings=SearchSettings(time_budget_s=budget_s, seed=0, coder="recipe"))
+    search.run()
+    wall = time.perf_counter() - t0
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    cand = sum(n.runtime_s or 0.0 for n in nodes)
+    screen = sum(p.get("runtime_s") or 0.0 for p in _screen_plans(run))
+    return {"wall_s": round(wall, 1), "candidate_s": round(cand, 1), "screening_s": round(screen, 1), "nodes": len(nodes),
+            "outside_share": round(1 - (cand + screen) / wall, 4)}
+
+
+def _screen_plans(run: Path) -> list[dict]:
+    import json
+
+    path = run / "screen" / "plans.json"
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text())
+    return data if isinstance(data, list) else data.get("plans", [])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--time-budget", default="10m", help="budget of the demo search for the outside-candidates share")
+    ap.add_argument("--report", type=Path)
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    sel = selection_times(args.sizes, ["mcgs", "tree"])
+    launch = launch_overhead(args.work)
+    print({"launch_overhead_s": round(launch, 3)}, flush=True)
+    share = outside_share(args.work, parse_duration(args.time_budget))
+    print(share, flush=True)
+    if args.report:
+        date = dt.datetime.now().isoformat(timespec="seconds")
+        lines = [
+            f"# Engine cost ({date})", "",
+            f"Machine: {platform.machine()}, {os.cpu_count()} cores. Command: `{' '.join(sys.argv)}`", "",
+            "## Selection (synthetic graphs)", "",
+            "| nodes | policy | build graph (ms) | one selection (ms) |", "|---|---|---|---|",
+            *[f"| {r['nodes']} | {r['policy']} | {r['build_ms']} | {r['select_ms']} |" for r in sel],
+            "", "## Launch overhead", "",
+            f"Sandbox run of a program that does nothing: {launch * 1000:.0f} ms per candidate (mean of 20).", "",
+            "## Share of wall time outside candidate programs (demo task, one worker)", "",
+            "| budget | wall (s) | candidates (s) | screening (s) | nodes | outside candidates |", "|---|---|---|---|---|---|",
+            f"| {args.time_budget} | {share['wall_s']} | {share['candidate_s']} | {share['screening_s']} | {share['nodes']} | {100 * share['outside_share']:.1f} % |",
+        ]
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
