@@ -46,10 +46,22 @@ def _user_errors():
     from mcgs.storage import StorageError
     from mcgs.task import TaskError
 
+    from pydantic import ValidationError
+
+    from mcgs._validation import describe_validation_error
+
     try:
         yield
+    except ValidationError as exc:  # settings from options or MCGS_* environment variables
+        _fail(
+            f"invalid {exc.title} value:\n" + describe_validation_error(exc)
+            + "\n  (set by a command-line option or an MCGS_<NAME> environment variable, e.g. MCGS_NUM_DRAFTS=5)"
+        )
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))
+    except OSError as exc:  # a folder that cannot be created or written
+        where = f" {exc.filename}" if exc.filename else ""
+        _fail(f"cannot write{where}: {exc.strerror or exc}; choose a folder you can write to (--out)")
 
 
 def _duration(option: str, text: str) -> float:

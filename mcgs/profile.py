@@ -112,7 +112,7 @@ def _leakage(train, feats: list[str], kinds: dict[str, str], spec: TaskSpec, tra
         for c in feats:
             if kinds[c] in ("numeric", "boolean") and sample[c].nunique() > 1:
                 x = pd.to_numeric(sample[c].astype(str).str.lower().replace({"true": "1", "false": "0"}), errors="coerce")
-                r = x.corr(y)
+                r = x.replace([np.inf, -np.inf], np.nan).corr(y)
                 if r is not None and np.isfinite(r) and abs(r) >= LEAK_CORRELATION:
                     out.append({"column": c, "reason": f"correlation {r:+.3f} with the target: a copy or a function of it?"})
     if spec.task_kind in ("binary", "multiclass"):

@@ -222,12 +222,47 @@ def read_table(path: str | Path):
 
 
 def _read_table(path: Path, what: str):
+    if path.is_dir():
+        raise TaskError(f"{what} file {path} is a folder, not a table; put the {what} table there as a CSV file")
     if not path.is_file():
         raise TaskError(f"{what} file {path} does not exist; add it or set its name in task.yaml")
     try:
-        return read_table(path)
+        df = read_table(path)
+    except UnicodeDecodeError as exc:
+        raise TaskError(
+            f"cannot read {what} file {path}: it is not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at position {exc.start}); "
+            f"save it as UTF-8, e.g. `iconv -f latin1 -t utf-8 {path.name} > utf8.csv`"
+        ) from exc
     except Exception as exc:  # pandas raises many kinds
+        if path.stat().st_size == 0:
+            raise TaskError(f"{what} file {path} is empty; it needs a header row and data rows") from exc
         raise TaskError(f"cannot read {what} file {path}: {exc}") from exc
+    if len(df.columns) == 1 and path.suffix.lower() == ".csv":
+        header = str(df.columns[0])
+        for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+            if sep in header:
+                raise TaskError(f"{what} file {path} is separated by {name}, not commas (its header is {header[:80]!r}); save it comma-separated")
+    if len(df) == 0 and what != "sample submission":
+        raise TaskError(f"{what} file {path} has a header but no rows")
+    return df
+
+
+def _check_ids(test, sample, id_column: str, where: str) -> None:
+    """The test ids must be present, unique and the same set as the sample submission's."""
+    ids = test[id_column]
+    if ids.isna().any():
+        raise TaskError(f"{where}: id column {id_column!r} of the test file has {int(ids.isna().sum())} missing values; every test row needs an id")
+    if not ids.is_unique:
+        dup = ids[ids.duplicated()].astype(str).unique()[:3]
+        raise TaskError(f"{where}: id column {id_column!r} of the test file repeats ids ({', '.join(dup)} ...); ids must be unique")
+    test_ids, sample_ids = set(ids.astype(str)), set(sample[id_column].astype(str))
+    if test_ids != sample_ids:
+        only_sample = sorted(sample_ids - test_ids)[:3]
+        only_test = sorted(test_ids - sample_ids)[:3]
+        raise TaskError(
+            f"{where}: the ids of sample_submission.csv and the test file differ (only in the sample: {only_sample}, "
+            f"only in test: {only_test}); the sample submission must list exactly the test rows"
+        )
 
 
 def _infer_columns(train, test, sample, target, id_column, no_id_column, where: str):
@@ -324,7 +359,7 @@ def _infer_kind(train, target_columns, metric_kind, where: str) -> tuple[str, li
         import pandas as pd
 
         if not pd.api.types.is_numeric_dtype(y):
-            raise TaskError(f"{where}: regression metric but target {target_columns[0]!r} is not numeric")
+            raise TaskError(f"{where}: the metric is a regression metric but target {target_columns[0]!r} is not numeric ({(train[target_columns[0]].dropna().astype(str).head(1).tolist() or ['?'])[0]!r} ...); use a classification metric (accuracy, roc_auc, log_loss, f1) or a numeric target")
         return "regression", None
     labels = sorted(y.unique().tolist(), key=lambda v: (str(type(v)), v))
     if len(labels) < 2:
@@ -367,6 +402,8 @@ def _build_spec(
             f"they must describe the same rows"
         )
     target, id_column, echo = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
+    if id_column is not None:
+        _check_ids(test, sample, id_column, where)
     kind, labels = _infer_kind(train, target, metric.kind, where)
     positive = None
     if kind == "binary":

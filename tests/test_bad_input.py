@@ -1,0 +1,113 @@
+"""The bad-input corpus: each malformed input gets a clear error naming the file, column or
+setting and the fix (exit code 2, no traceback), or is handled and the search runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mcgs.cli import app
+from test_task import write_task
+
+RUN = ["--max-nodes", "1", "--time-budget", "60s", "--plans", "0", "--coder", "recipe"]
+
+
+def _csv(f: Path, name: str, df: pd.DataFrame) -> None:
+    df.to_csv(f / name, index=False)
+
+
+def _rd(f: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(f / name)
+
+
+def _yaml(text):
+    return lambda f: (f / "task.yaml").write_text(text)
+
+
+# (case, how to break the task folder, extra CLI arguments or None, env, words the message must hold)
+ERRORS = [
+    ("non-UTF-8 text", lambda f: (f / "train.csv").write_bytes(_rd(f, "train.csv").assign(cat=["é", "ü", "ø"] * 20).to_csv(index=False).encode("latin-1")),
+     None, {}, ["train.csv", "not UTF-8", "iconv"]),
+    ("semicolons", lambda f: (f / "train.csv").write_text(_rd(f, "train.csv").to_csv(index=False, sep=";")), None, {}, ["train.csv", "semicolons", "comma-separated"]),
+    ("tabs", lambda f: (f / "test.csv").write_text(_rd(f, "test.csv").to_csv(index=False, sep="\t")), None, {}, ["test.csv", "tabs"]),
+    ("empty train", lambda f: (f / "train.csv").write_text(""), None, {}, ["train.csv", "is empty"]),
+    ("header-only train", lambda f: (f / "train.csv").write_text("pid,x,cat,label\n"), None, {}, ["train.csv", "no rows"]),
+    ("header-only test", lambda f: (f / "test.csv").write_text("pid,x,cat\n"), None, {}, ["test.csv", "no rows"]),
+    ("missing target", _yaml("metric: accuracy\ntarget: nope\n"), None, {}, ["'nope'", "not in the training file"]),
+    ("target in test", lambda f: _csv(f, "test.csv", _rd(f, "test.csv").assign(label="no")), None, {}, ["'label'", "also in the test file"]),
+    ("duplicate test ids", lambda f: (_csv(f, "test.csv", _rd(f, "test.csv").assign(pid=["0000_02"] * 20)), _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").assign(pid=["0000_02"] * 20))),
+     None, {}, ["'pid'", "not unique", "id_column"]),
+    ("test ids differ from the sample", lambda f: _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").assign(pid=[f"x{i}" for i in range(20)])),
+     None, {}, ["ids of sample_submission.csv and the test file differ", "'x0'"]),
+    ("a test row without id", lambda f: _csv(f, "test.csv", _rd(f, "test.csv").assign(pid=[None] + [f"{i:04d}_02" for i in range(1, 20)])), None, {}, ["'pid'", "1 missing values"]),
+    ("constant target", lambda f: _csv(f, "train.csv", _rd(f, "train.csv").assign(label="yes")), None, {}, ["'label'", "single class"]),
+    ("target all missing", lambda f: _csv(f, "train.csv", _rd(f, "train.csv").assign(label=np.nan)), None, {}, ["'label'", "missing values"]),
+    ("unknown metric", _yaml("metric: f2_weird\n"), None, {}, ["unknown metric 'f2_weird'", "known metrics"]),
+    ("invalid YAML", _yaml("metric: [accuracy\n"), None, {}, ["task.yaml", "not valid YAML"]),
+    ("YAML list", _yaml("- accuracy\n"), None, {}, ["task.yaml", "must be a mapping"]),
+    ("unknown task.yaml key", _yaml("metric: accuracy\nbudget: 3\n"), None, {}, ["budget", "unknown setting"]),
+    ("no test file", lambda f: (f / "test.csv").unlink(), None, {}, ["test.csv", "does not exist"]),
+    ("train is a folder", lambda f: ((f / "train.csv").unlink(), (f / "train.csv").mkdir()), None, {}, ["train.csv", "is a folder"]),
+    ("sample row count", lambda f: _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").iloc[:5]), None, {}, ["sample_submission.csv has 5 rows", "test file has 20"]),
+    ("regression metric on labels", _yaml("metric: rmse\n"), None, {}, ["regression metric", "'label' is not numeric", "classification metric"]),
+    ("rarest class below n_splits", lambda f: _csv(f, "train.csv", _rd(f, "train.csv").assign(label=["yes"] * 58 + ["no"] * 2)), None, {}, ["rarest class", "n_splits"]),
+    ("zero budget", lambda f: None, ["--time-budget", "0"], {}, ["--time-budget", "must be positive"]),
+    ("negative budget", lambda f: None, ["--time-budget", "-5m"], {}, ["--time-budget", "must be positive"]),
+    ("budget in words", lambda f: None, ["--time-budget", "ten minutes"], {}, ["--time-budget", "ten minutes"]),
+    ("memory too small", lambda f: None, ["--memory-mb", "10"], {}, ["memory_mb", "256"]),
+    ("setting from the environment", lambda f: None, [], {"MCGS_NUM_DRAFTS": "abc"}, ["num_drafts", "MCGS_"]),
+    ("unknown policy", lambda f: None, ["--policy", "random"], {}, ["--policy", "mcgs"]),
+    ("unwritable run folder", lambda f: None, ["--out", "/proc/mcgs-run"], {}, ["cannot write", "/proc/mcgs-run"]),
+]
+
+
+@pytest.mark.parametrize("case, mutate, extra, env, words", ERRORS, ids=[c[0] for c in ERRORS])
+def test_bad_input_gets_a_clear_error(tmp_path, case, mutate, extra, env, words):
+    folder = write_task(tmp_path / "task", task={"metric": "accuracy"})
+    mutate(folder)
+    args = ["run", str(folder), "--out", str(tmp_path / "run"), *RUN]
+    if extra:
+        if "--out" in extra:  # replace the default run folder
+            i = args.index("--out")
+            del args[i:i + 2]
+        args += extra
+    res = CliRunner().invoke(app, args, env=env)
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, (res.exit_code, text, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    for w in words:
+        assert w in text, (w, text)
+
+
+def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
+    folder = write_task(tmp_path / "task", task={"metric": "accuracy"})
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "mcgs.db").write_text("")
+    res = CliRunner().invoke(app, ["run", str(folder), "--out", str(tmp_path / "run"), *RUN])
+    assert res.exit_code == 2 and "already holds a run" in res.output and "mcgs resume" in res.output
+
+
+# inputs that are odd but valid: the search handles them and a node is valid
+HANDLED = [
+    ("all-missing column", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(z=np.nan)), _csv(f, "test.csv", _rd(f, "test.csv").assign(z=np.nan)))),
+    ("infinities", lambda f: _csv(f, "train.csv", _rd(f, "train.csv").assign(x=[np.inf if i % 5 == 0 else -np.inf if i % 7 == 0 else i for i in range(60)]))),
+    ("unicode column names", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").rename(columns={"x": "größe ✓"})), _csv(f, "test.csv", _rd(f, "test.csv").rename(columns={"x": "größe ✓"})))),
+    ("duplicate column names", lambda f: (f / "train.csv").write_text("pid,x,x,cat,label\n" + "\n".join(f"{i:04d}_01,{i % 7},{i},a,{'yes' if i % 2 else 'no'}" for i in range(60)))),
+    ("constant feature", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(k=1)), _csv(f, "test.csv", _rd(f, "test.csv").assign(k=1)))),
+]
+
+
+@pytest.mark.parametrize("case, mutate", HANDLED, ids=[c[0] for c in HANDLED])
+def test_odd_but_valid_input_is_handled(tmp_path, case, mutate):
+    from mcgs.search import open_search
+
+    folder = write_task(tmp_path / "task", task={"metric": "accuracy"})
+    mutate(folder)
+    res = CliRunner().invoke(app, ["run", str(folder), "--out", str(tmp_path / "run"), *RUN])
+    assert res.exit_code == 0, res.output
+    nodes = [n for n in open_search(tmp_path / "run").nodes() if n.parent_id is not None]
+    assert nodes and nodes[0].is_valid, (nodes[0].state, nodes[0].error, nodes[0].stderr_tail[-500:])
