@@ -377,6 +377,7 @@ def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
     best = search.final_node
     if best:
         out.print(f"chosen {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
+    out.print(f"isolation of the candidates: {search.run_record.isolation}")
     _show_spend(search)
 
 

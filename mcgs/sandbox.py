@@ -28,14 +28,25 @@ Isolation, and where each part comes from:
   API keys, tokens, secrets and proxy settings never reach a candidate (AIDE passes the whole
   parent environment -- STYLE.md "Fix" list).
 
-Network isolation is not done here (no namespaces); removing the proxy variables only stops
-well-behaved clients.
+* **Namespaces** (``isolation="namespaces"``, when bubblewrap is installed; see
+  :func:`namespace_isolation_available`): the program runs under ``bwrap`` in new mount, pid,
+  network, IPC and UTS namespaces -- no network (its own loopback only), a private ``/tmp`` and
+  ``/dev/shm``, its own pid 1, killed with its parent -- seeing only the system directories and
+  the Python installation read-only, the run's input read-only and its own workspace
+  read-write; held-out answers, other nodes and other runs are not in its file system. When
+  the engine runs as root the program runs as ``nobody`` (``setpriv``, no capabilities, no new
+  privileges) with a process-count limit. Otherwise (``isolation="process-session"``) the
+  program runs as the engine's user with the protections above and no namespaces; the run
+  records which level it had.
+* **Other limits**: CPU time (``RLIMIT_CPU``: a backstop at twice the wall limit per thread)
+  and file size (``RLIMIT_FSIZE``, :data:`MAX_FILE_MB`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import logging
 import os
 import re
@@ -53,6 +64,10 @@ from typing import Iterable, Mapping
 import psutil
 
 __all__ = [
+    "ISOLATION_NAMESPACES",
+    "ISOLATION_SESSION",
+    "namespace_isolation_available",
+    "resolve_isolation",
     "Outcome",
     "SandboxLimits",
     "ExecutionResult",
@@ -76,6 +91,16 @@ KILL_WAIT_S = 2.0
 MARKER_ENV = "MCGS_SANDBOX_ID"
 #: Longest ``error`` string kept in a result.
 ERROR_MAX_CHARS = 500
+#: Isolation levels (recorded on the run).
+ISOLATION_NAMESPACES = "namespaces"
+ISOLATION_SESSION = "process-session"
+#: User and group a program runs as in the namespace sandbox when the engine is root (nobody).
+SANDBOX_UID = SANDBOX_GID = 65534
+#: Processes and threads the sandbox user may have at once (stops fork bombs; namespace sandbox
+#: as root only, where the program has a user of its own).
+MAX_PROCESSES = 256
+#: Largest file a program may write, MiB (``RLIMIT_FSIZE``).
+MAX_FILE_MB = 16384
 
 #: Variables copied from the parent when set. Nothing else passes.
 _ALLOWED_ENV = (
@@ -138,12 +163,15 @@ class SandboxLimits:
         cpu_threads: Value of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
             ``MKL_NUM_THREADS`` and ``NUMEXPR_NUM_THREADS`` in the child.
         tail_chars: Number of characters of stdout and stderr kept in the result.
+        isolation: :data:`ISOLATION_NAMESPACES` or :data:`ISOLATION_SESSION` (see the module
+            docstring; :func:`resolve_isolation` picks one).
     """
 
     timeout_s: float
     memory_mb: int | None = 8192
     cpu_threads: int = 2
     tail_chars: int = 4000
+    isolation: str = ISOLATION_SESSION
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -317,6 +345,9 @@ def run_program(
     env = scrubbed_env(extra_env, workspace=workspace, cpu_threads=limits.cpu_threads)
     env[MARKER_ENV] = marker
     argv = [python or sys.executable, script]
+    as_other_user = False
+    if limits.isolation == ISOLATION_NAMESPACES:
+        argv, as_other_user = _namespace_argv(argv, workspace)
 
     if cancel is not None and cancel.is_set():
         stdout_path.write_bytes(b"")
@@ -334,7 +365,7 @@ def run_program(
         )
 
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        runner = _Runner(argv, workspace, env, limits, marker, out, err)
+        runner = _Runner(argv, workspace, env, limits, marker, out, err, as_other_user)
     returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel)
 
     stdout_tail = _read_tail(stdout_path, limits.tail_chars)
@@ -367,20 +398,145 @@ def run_program(
 # Process management
 
 
-def _make_preexec(memory_mb: int | None):
+def _make_preexec(limits: SandboxLimits, as_other_user: bool = False):
     """Return the ``preexec_fn`` that sets the child's resource limits.
 
     It runs between ``fork`` and ``exec``, so it only calls ``resource.setrlimit`` (imported at
-    module level) and allocates nothing of note.
+    module level) and allocates nothing of note. ``RLIMIT_NPROC`` is set only when the program
+    runs as a user of its own (it counts every process of the user).
     """
-    limit_bytes = None if memory_mb is None else int(memory_mb) * 1024 * 1024
+    limit_bytes = None if limits.memory_mb is None else int(limits.memory_mb) * 1024 * 1024
+    cpu_s = int(2 * limits.timeout_s * max(1, limits.cpu_threads)) + 10
+    fsize = MAX_FILE_MB * 1024 * 1024
 
     def preexec() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         if limit_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+        if as_other_user:
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
 
     return preexec
+
+
+# --------------------------------------------------------------------------------------------
+# Namespace sandbox (bubblewrap)
+
+
+def _system_dirs() -> list[tuple[str, str | None]]:
+    """``(path, symlink target or None)`` of the system directories a program needs."""
+    out = []
+    for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"):
+        if os.path.islink(p):
+            out.append((p, os.readlink(p)))
+        elif os.path.isdir(p):
+            out.append((p, None))
+    return out
+
+
+def _python_dirs(python: str) -> list[str]:
+    """Directories holding the interpreter and its libraries (read-only in the sandbox)."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(os.path.realpath(python)))}
+    dirs = {os.path.realpath(d) for d in dirs} | dirs
+    covered = ("/usr", "/bin", "/lib", "/lib64", "/etc")
+    keep = sorted(d for d in dirs if os.path.isdir(d) and not any(d == c or d.startswith(c + "/") for c in covered))
+    return [d for d in keep if not any(d != o and d.startswith(o + "/") for o in keep)]
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return [str(Path("/", *parts[: i + 1])) for i in range(len(parts))]
+
+
+def _namespace_argv(argv: list[str], workspace: Path) -> tuple[list[str], bool]:
+    """``bwrap`` (and, as root, ``setpriv`` to nobody) around ``argv`` for ``workspace``.
+
+    Returns:
+        ``(argv, runs_as_other_user)``. When the engine is root, the workspace is handed to the
+        sandbox user (``chown``) so the program can write it.
+    """
+    root = os.geteuid() == 0
+    cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+           "--die-with-parent", "--new-session"]
+    if not root:
+        cmd.append("--unshare-user-try")
+    for path, link in _system_dirs():
+        cmd += ["--symlink", link, path] if link else ["--ro-bind", path, path]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
+    made: set[str] = {"/", "/tmp", "/usr", "/etc", "/proc", "/dev"}
+
+    def bind(kind: str, path: str) -> None:
+        for a in _ancestors(path):
+            if a not in made:
+                cmd.extend(["--perms", "0755", "--dir", a])
+                made.add(a)
+        cmd.extend([kind, path, path])
+        made.add(path)
+
+    for d in _python_dirs(argv[0]):
+        bind("--ro-bind", d)
+    link = workspace / "input"
+    if link.is_symlink():
+        bind("--ro-bind", str(link.resolve()))
+    bind("--bind", str(workspace))
+    cmd += ["--chdir", str(workspace), "--"]
+    if root:
+        for dirpath, dirnames, filenames in os.walk(workspace):
+            for name in (*dirnames, *filenames):
+                os.lchown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_GID)
+        os.chown(workspace, SANDBOX_UID, SANDBOX_GID)
+        cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return cmd + argv, root
+
+
+@functools.lru_cache(maxsize=1)
+def namespace_isolation_available() -> bool:
+    """True when ``bwrap`` (and, for root, ``setpriv``) is installed and a trial run inside the
+    namespace sandbox succeeds on this machine (containers may forbid namespaces)."""
+    import shutil
+    import tempfile
+
+    if shutil.which("bwrap") is None or (os.geteuid() == 0 and shutil.which("setpriv") is None):
+        return False
+    with tempfile.TemporaryDirectory(prefix="mcgs-sbx-") as tmp:
+        ws = Path(tmp) / "ws"
+        ws.mkdir()
+        (ws / "solution.py").write_text("import os\nopen('ok', 'w').write(str(os.getpid()))\n")
+        try:
+            res = run_program(ws, "solution.py", SandboxLimits(timeout_s=30, memory_mb=None, isolation=ISOLATION_NAMESPACES))
+        except (ValueError, OSError) as exc:
+            logger.info("namespace sandbox unavailable: %s", exc)
+            return False
+        ok = res.outcome is Outcome.OK and (ws / "ok").is_file()
+        if not ok:
+            logger.info("namespace sandbox unavailable: %s %s", res.outcome.value, res.stderr_tail[-300:])
+        return ok
+
+
+def resolve_isolation(requested: str = "auto") -> str:
+    """The isolation level to use: ``auto`` is namespaces when available, else process-session.
+
+    Raises:
+        ValueError: namespaces were requested (or ``auto`` under ``CI=true``) but bubblewrap is
+            missing or does not work here, naming the fix.
+    """
+    if requested == ISOLATION_SESSION:
+        return ISOLATION_SESSION
+    if requested not in ("auto", ISOLATION_NAMESPACES):
+        raise ValueError(f"unknown isolation {requested!r}; use auto, {ISOLATION_NAMESPACES} or {ISOLATION_SESSION}")
+    if namespace_isolation_available():
+        return ISOLATION_NAMESPACES
+    ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    if requested == ISOLATION_NAMESPACES or ci:
+        raise ValueError(
+            "the namespace sandbox is required" + (" under CI=true" if ci and requested == "auto" else "")
+            + " but bubblewrap is missing or cannot create namespaces here: install it (Debian: apt-get install bubblewrap util-linux)"
+        )
+    logger.warning("bubblewrap is not available: candidates run without namespaces (isolation %s)", ISOLATION_SESSION)
+    return ISOLATION_SESSION
 
 
 class _Runner:
@@ -395,6 +551,7 @@ class _Runner:
         marker: str,
         stdout,
         stderr,
+        as_other_user: bool = False,
     ) -> None:
         self.limits = limits
         self.marker = marker
@@ -410,7 +567,7 @@ class _Runner:
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,
-                preexec_fn=_make_preexec(limits.memory_mb),
+                preexec_fn=_make_preexec(limits, as_other_user),
                 close_fds=True,
             )
         except (FileNotFoundError, PermissionError) as exc:

@@ -122,6 +122,7 @@ def run_screen(
     memory_mb: int,
     cancel: threading.Event | None = None,
     train_only_columns=(),
+    isolation: str = "process-session",
 ) -> list[PlanResult]:
     """Review and run each plan on the screening task, in order, each with an equal part of
     ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent; return one
@@ -149,7 +150,7 @@ def run_screen(
             res.state, res.error = "rejected", "; ".join(review.reasons)
             continue
         ws = prepare_workspace(inp, folder / f"plan_{i}", review.code)
-        limits = SandboxLimits(timeout_s=min(per_plan, left), memory_mb=memory_mb, cpu_threads=threads)
+        limits = SandboxLimits(timeout_s=min(per_plan, left), memory_mb=memory_mb, cpu_threads=threads, isolation=isolation)
         out = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(i)}, cancel=cancel)
         if cancel is not None and cancel.is_set():
             raise KeyboardInterrupt("stop requested")

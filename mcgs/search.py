@@ -151,6 +151,12 @@ class Search:
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self._verdict_lock = threading.RLock()
         self._coder_stop: str | None = None  # set when the coder asks the run to stop (LLM budget)
+        from mcgs.sandbox import resolve_isolation
+
+        try:  # a resumed run keeps the level it recorded
+            self.isolation = resolve_isolation(settings.isolation)
+        except ValueError as exc:
+            raise RunError(str(exc)) from exc
         if hasattr(coder, "attach"):  # the LLM coder writes its calls to this run's ledger
             coder.attach(storage, run.id, lambda: self.clock.remaining)
 
@@ -439,6 +445,7 @@ class Search:
         results = run_screen(
             plans, screen, folder, timeout_s=self.settings.screen_timeout_s, time_share_s=share, threads=threads,
             memory_mb=self.settings.memory_mb, cancel=self._stop, train_only_columns=self.profile.get("train_only_columns", ()),
+            isolation=self.isolation,
         )
         ranked = rank_plans(results, self.task.higher_is_better)
         save_plans(self._plans_path, ranked, {"rows": screen.n_train, "seconds": round(time.monotonic() - t0, 1)})
@@ -474,7 +481,7 @@ class Search:
         self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
         timeout = max(1.0, timeout)
         threads = max(1, self.settings.cpu_threads // self.settings.workers)
-        limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=threads)
+        limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=threads, isolation=self.isolation)
         result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)}, cancel=self._stop)
         if self._stop.is_set():  # stopped by the user: no verdict on the program
             raise KeyboardInterrupt("stop requested")
@@ -737,6 +744,12 @@ def create_search(
     settings = settings or SearchSettings()
     if coder is None and settings.coder == "auto":  # store what "auto" meant, so resume agrees
         settings = settings.model_copy(update={"coder": resolve_coder_name(settings)})
+    from mcgs.sandbox import resolve_isolation
+
+    try:
+        settings = settings.model_copy(update={"isolation": resolve_isolation(settings.isolation)})
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
     if spec.constraints.interpretable and settings.ensemble:
         # a blend of several models is not one a person can inspect
         logger.info("the task asks for an interpretable model: no ensembles")
@@ -757,7 +770,7 @@ def create_search(
         seed=settings.seed,
         data_fingerprint=data_fingerprint(spec),
         package_versions=_package_versions(),
-        isolation="process-session",
+        isolation=settings.isolation,
     )
     return Search(run_dir, storage, run, spec, settings, coder or _default_coder(settings), callbacks)
 

@@ -206,6 +206,11 @@ class SearchSettings(BaseSettings):
             ``ANTHROPIC_API_KEY``) or ``auto`` (anthropic when the key is set, else recipe).
             A run stores the coder it resolved to.
         llm: :class:`LLMSettings` of the Anthropic coder.
+        isolation: How candidates are isolated: ``namespaces`` (bubblewrap: no network, only
+            their workspace writable, as an unprivileged user when the engine is root),
+            ``process-session`` (limits and a scrubbed environment only) or ``auto``
+            (namespaces when bubblewrap works here; required under ``CI=true``). A run stores
+            the level it resolved to (:mod:`mcgs.sandbox`).
     """
 
     model_config = SettingsConfigDict(env_prefix="MCGS_", extra="forbid", env_nested_delimiter="__")
@@ -253,6 +258,7 @@ class SearchSettings(BaseSettings):
     keep_workspaces: bool = False
     coder: Literal["auto", "recipe", "anthropic"] = "auto"
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    isolation: Literal["auto", "namespaces", "process-session"] = "auto"
 
     @property
     def node_limit_s(self) -> float:
