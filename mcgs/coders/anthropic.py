@@ -301,7 +301,6 @@ class AnthropicCoder:
         ``{"verdict": "pass" | "reject", "reasons": [...], "model": ...}``, or None when not
         asked (setting off, LLM off, budget) or when the call failed (the program then runs on
         the static review alone)."""
-        from mcgs.llm import LLMError
 
         if not self.llm.model_review or self._disabled:
             return None
@@ -312,23 +311,31 @@ class AnthropicCoder:
         system = self.system_prompt(req)
         user = prompt_environment().get_template("code_review.j2").render(code=code, timeout_s=req.per_run_timeout_s)
         model = self.llm.cheap_model
+        ans = self._side_call(client, req, "review", model, system, user, ReviewVerdict, "Pass or reject the program, with reasons.", 1024)
+        return None if ans is None else {"verdict": ans.verdict, "reasons": ans.reasons, "model": model}
+
+    def _side_call(self, client, req: CoderRequest, kind: str, model: str, system: str, user: str, answer, description: str, max_tokens: int):
+        """One call that is not the node's program (a review, an expert plan): skipped when
+        the budget cannot cover it, recorded in the ledger; the validated answer or None."""
+        from mcgs.llm import LLMError
+
         if not self._affordable(model, system, user):
             return None
+        tool = {"review": "review", "expert": "plan"}[kind]
         try:
             ans, usage = client.ask(
-                model=model, system=system, user=user, answer=ReviewVerdict, tool_name="review",
-                tool_description="Pass or reject the program, with reasons.", max_tokens=min(1024, self.llm.max_tokens),
+                model=model, system=system, user=user, answer=answer, tool_name=tool,
+                tool_description=description, max_tokens=min(max_tokens, self.llm.max_tokens),
             )
         except LLMError as exc:
-            self._record(req, "review", model, exc.usage, "error", str(exc))
+            self._record(req, kind, model, exc.usage, "error", str(exc))
             return None
-        self._record(req, "review", model, usage, "ok")
-        return {"verdict": ans.verdict, "reasons": ans.reasons, "model": model}
+        self._record(req, kind, model, usage, "ok")
+        return ans
 
     def _ask_expert(self, client, req: CoderRequest, system: str) -> str | None:
         """A planning call to the strong model when the search is stagnant (BudgetMLAgent's
         "ask the expert"), at most ``max_expert_calls`` per run; None when not asked or failed."""
-        from mcgs.llm import LLMError
 
         if req.operator not in _STAGNATION_OPERATORS or self.llm.max_expert_calls <= 0 or self._storage is None:
             return None
@@ -342,18 +349,8 @@ class AnthropicCoder:
             timeout_s=req.per_run_timeout_s,
             max_log=self.llm.max_log_chars // 2,
         )
-        if not self._affordable(model, system, user):
-            return None
-        try:
-            ans, usage = client.ask(
-                model=model, system=system, user=user, answer=ExpertPlan, tool_name="plan",
-                tool_description="Return a short plan for the next program.", max_tokens=min(2048, self.llm.max_tokens),
-            )
-        except LLMError as exc:
-            self._record(req, "expert", model, exc.usage, "error", str(exc))
-            return None
-        self._record(req, "expert", model, usage, "ok")
-        return ans.plan.strip()
+        ans = self._side_call(client, req, "expert", model, system, user, ExpertPlan, "Return a short plan for the next program.", 2048)
+        return None if ans is None else ans.plan.strip()
 
     def _budget_spent(self, req: CoderRequest, model: str) -> CoderAnswer:
         spent = self.spent_usd()
