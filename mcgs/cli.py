@@ -411,6 +411,32 @@ def _show_spend(search) -> None:
     out.print("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common()))
 
 
+@app.command("set")
+def set_live(
+    run_dir: Path = typer.Argument(..., help="Run directory (the run may be running)."),
+    assignment: str = typer.Argument(..., help="NAME=VALUE, e.g. min_free_disk_mb=500."),
+) -> None:
+    """Change a setting of a live run (read by the run at its next step): min_free_disk_mb."""
+    with _user_errors():
+        from mcgs.search import DB_NAME, LIVE_SETTINGS, OVERRIDES_NAME
+        from mcgs.settings import SearchSettings
+
+        if not (run_dir / DB_NAME).is_file():
+            raise _UserError(f"{run_dir} holds no mcgs run")
+        name, sep, value = assignment.partition("=")
+        name = name.strip()
+        if not sep or name not in LIVE_SETTINGS:
+            raise _UserError(f"give NAME=VALUE with NAME one of {', '.join(LIVE_SETTINGS)} (got {assignment!r})")
+        SearchSettings(**{name: value})  # validates the value (a clear error if wrong)
+        path = run_dir / OVERRIDES_NAME
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        data[name] = value
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, path)
+    out.print(f"{name} = {value} for the run in {run_dir}")
+
+
 @app.command()
 def demo(
     out_dir: Path = typer.Option(Path("demo_run"), "--out", help="Where to write the demo task and run."),

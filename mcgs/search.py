@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 DB_NAME = "mcgs.db"
 BASELINE_NAME = "baseline.py"  # a starter program to run as the first node (MLAgentBench mode)
+OVERRIDES_NAME = "overrides.json"  # settings changed while a run is live (`mcgs set`)
+LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
+DISK_POLL_S = 2.0
 # Below this many seconds of remaining budget no new candidate is started.
 MIN_CANDIDATE_S = 5.0
 _PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
@@ -93,10 +96,11 @@ class _Clock:
     budget_s: float
     elapsed_before: float
     started: float = dataclasses.field(default_factory=time.monotonic)
+    paused_s: float = 0.0  # time spent paused (low disk space) in this sitting: not charged
 
     @property
     def elapsed(self) -> float:
-        return self.elapsed_before + (time.monotonic() - self.started)
+        return self.elapsed_before + (time.monotonic() - self.started) - self.paused_s
 
     @property
     def remaining(self) -> float:
@@ -216,6 +220,7 @@ class Search:
                 while True:
                     if self._stop.is_set():
                         raise KeyboardInterrupt("stop requested")
+                    self._wait_for_disk()
                     reason = self._budget_exhausted()
                     if reason:
                         self.stop_reason = reason
@@ -241,6 +246,44 @@ class Search:
         if not self.settings.ensemble:
             return 0.0
         return min(self.settings.ensemble_reserve_s, 0.1 * self.clock.budget_s)
+
+    def live_setting(self, name: str):
+        """A setting as it is now: ``RUN_DIR/overrides.json`` (written by ``mcgs set``) wins
+        over the run's stored settings. Only :data:`LIVE_SETTINGS` can be overridden."""
+        path = self.run_dir / OVERRIDES_NAME
+        if name in LIVE_SETTINGS and path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                data = {}
+            if name in data:
+                return type(getattr(self.settings, name))(data[name])
+        return getattr(self.settings, name)
+
+    def _wait_for_disk(self) -> None:
+        """Pause (without charging the budget) while the run's disk has less free space than
+        ``min_free_disk_mb``; resume when space is freed or the floor lowered (``mcgs set``)."""
+        paused = False
+        while True:
+            floor = float(self.live_setting("min_free_disk_mb"))
+            free = shutil.disk_usage(self.run_dir).free / 2**20
+            if free >= floor:
+                if paused:
+                    self.storage.update_run(self.run_id, status="running")
+                    self.say(f"{free:.0f} MB free, at or above the floor of {floor:.0f} MB: the run continues")
+                return
+            if not paused:
+                paused = True
+                self.storage.update_run(self.run_id, status="paused")
+                self.say(
+                    f"paused: {free:.0f} MB free on the disk of {self.run_dir}, below the floor of {floor:.0f} MB "
+                    f"(min_free_disk_mb); free some space, or lower the floor with `mcgs set {self.run_dir} min_free_disk_mb=N`"
+                )
+            t0 = time.monotonic()
+            stopped = self._stop.wait(DISK_POLL_S)
+            self.clock.paused_s += time.monotonic() - t0
+            if stopped:
+                raise KeyboardInterrupt("stop requested")
 
     def _budget_exhausted(self, in_flight: int = 0) -> str | None:
         """Why no new candidate may start (``in_flight`` candidates count against the node
@@ -273,6 +316,7 @@ class Search:
                 if self._stop.is_set():
                     raise KeyboardInterrupt("stop requested")
                 while len(in_flight) < workers:
+                    self._wait_for_disk()
                     reason = self._budget_exhausted(in_flight=len(in_flight))
                     if reason:
                         self.stop_reason = reason

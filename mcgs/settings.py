@@ -206,6 +206,9 @@ class SearchSettings(BaseSettings):
             ``ANTHROPIC_API_KEY``) or ``auto`` (anthropic when the key is set, else recipe).
             A run stores the coder it resolved to.
         llm: :class:`LLMSettings` of the Anthropic coder.
+        min_free_disk_mb: Free space the run's disk must keep, MiB; below it the run pauses
+            (not charged to the budget) with a message until space is freed or the floor is
+            lowered with ``mcgs set RUN_DIR min_free_disk_mb=N``.
         isolation: How candidates are isolated: ``namespaces`` (bubblewrap: no network, only
             their workspace writable, as an unprivileged user when the engine is root),
             ``process-session`` (limits and a scrubbed environment only) or ``auto``
@@ -259,6 +262,7 @@ class SearchSettings(BaseSettings):
     coder: Literal["auto", "recipe", "anthropic"] = "auto"
     llm: LLMSettings = Field(default_factory=LLMSettings)
     isolation: Literal["auto", "namespaces", "process-session"] = "auto"
+    min_free_disk_mb: float = Field(1024.0, ge=0)
 
     @property
     def node_limit_s(self) -> float:

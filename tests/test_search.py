@@ -7,6 +7,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -261,3 +262,44 @@ def test_a_baseline_program_is_the_first_node_and_the_search_builds_from_it(demo
     assert "was not written by the recipe coder" in improve.plan and improve.config["change"] == "draft"
     with pytest.raises(RunError, match="does not exist"):
         create_search(demo_task, tmp_path / "run2", settings=settings(), baseline=tmp_path / "missing.py")
+
+
+def test_a_run_pauses_below_the_free_space_floor_and_continues_when_it_is_lowered(demo_task, tmp_path):
+    """The floor above the disk's free space pauses the run (status paused, a message, no
+    budget charged); `mcgs set RUN_DIR min_free_disk_mb=0` lets it continue."""
+    import json
+    import shutil
+    import threading
+
+    from typer.testing import CliRunner
+
+    from mcgs.cli import app
+
+    free_mb = shutil.disk_usage(tmp_path).free / 2**20
+    search = create_search(demo_task, tmp_path / "run", settings=settings(max_nodes=1, num_drafts=1, min_free_disk_mb=free_mb * 10), coder=RecipeCoder(models=FAST))
+    said: list[str] = []
+    search.say = said.append
+    statuses: list[str] = []
+
+    def lower_the_floor():
+        while not said:
+            time.sleep(0.1)
+        statuses.append(search.storage.get_run(search.run_record.name).status)
+        time.sleep(2.5)
+        res = CliRunner().invoke(app, ["set", str(tmp_path / "run"), "min_free_disk_mb=0"])
+        assert res.exit_code == 0, res.output
+
+    t = threading.Thread(target=lower_the_floor)
+    t.start()
+    t0 = time.monotonic()
+    search.run()
+    wall = time.monotonic() - t0
+    t.join()
+    assert said[0].startswith("paused:") and "min_free_disk_mb" in said[0] and "mcgs set" in said[0]
+    assert any("the run continues" in m for m in said) and statuses == ["paused"]
+    assert json.loads((tmp_path / "run" / "overrides.json").read_text()) == {"min_free_disk_mb": "0"}
+    assert search.clock.paused_s >= 2.0
+    assert search.storage.get_run(search.run_record.name).elapsed_s <= wall - 2.0  # the pause is not charged
+    assert [n.is_valid for n in search.nodes() if n.parent_id is not None] == [True]
+    bad = CliRunner().invoke(app, ["set", str(tmp_path / "run"), "num_drafts=3"])
+    assert bad.exit_code == 2 and "min_free_disk_mb" in bad.output
