@@ -182,3 +182,16 @@ def test_memory_past_the_limit_is_oom_and_a_background_child_is_gone(tmp_path):
 def test_auto_picks_namespaces_here():
     assert resolve_isolation("auto") == ISOLATION_NAMESPACES
     assert resolve_isolation("process-session") == "process-session"
+
+
+def test_twenty_candidates_that_time_out_leave_no_process_behind(tmp_path):
+    code = """
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])
+        time.sleep(300)
+    """
+    for i in range(20):
+        res, _ = _run(tmp_path / f"c{i}", code, timeout_s=1.0)
+        assert res.outcome is Outcome.TIMEOUT
+    time.sleep(0.5)
+    assert live_candidates(under=tmp_path) == []
