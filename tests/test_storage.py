@@ -81,7 +81,8 @@ def test_schema_version_mismatch_is_refused(tmp_path):
 
 
 def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
-    """Runs written before the cost ledger (schema 2) open and resume: the new table is added."""
+    """Runs written before the cost ledger and the migrations (schema 2) open and resume: the
+    database is stamped at the first revision and migrated."""
     from mcgs.storage import LLMCall
 
     path = tmp_path / "mcgs.db"
@@ -89,7 +90,8 @@ def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     run = new_run(st)
     st.close()
     con = sqlite3.connect(path)
-    con.execute("drop table llm_calls")
+    con.execute("drop table llm_calls")  # as written by mcgs before the ledger and the migrations
+    con.execute("drop table alembic_version")
     con.execute("update schema_info set value = '2' where key = 'schema_version'")
     con.commit()
     con.close()
@@ -97,6 +99,32 @@ def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     assert st.schema_version == SCHEMA_VERSION == 3
     st.add_llm_call(run.id, LLMCall(operator="draft", model="m", output_tokens=10, cost_usd=0.5))
     assert st.llm_spend_usd(run.id) == 0.5 and st.llm_calls(run.id)[0].output_tokens == 10
+    con = sqlite3.connect(path)
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0002"
+    con.close()
+
+
+def test_a_database_from_a_newer_mcgs_is_refused(tmp_path):
+    path = tmp_path / "mcgs.db"
+    Storage(f"sqlite:///{path}").close()
+    con = sqlite3.connect(path)
+    con.execute("update alembic_version set version_num = '0099'")
+    con.commit()
+    con.close()
+    with pytest.raises(StorageError, match="newer mcgs"):
+        Storage(f"sqlite:///{path}")
+
+
+def test_migrations_build_the_same_schema_as_the_models(tmp_path):
+    """A database built by the migrations has every table and column the models declare."""
+    from sqlalchemy import create_engine, inspect
+
+    from mcgs.storage.models import Base
+
+    Storage(f"sqlite:///{tmp_path / 'mcgs.db'}").close()
+    insp = inspect(create_engine(f"sqlite:///{tmp_path / 'mcgs.db'}"))
+    for table in Base.metadata.sorted_tables:
+        assert {c["name"] for c in insp.get_columns(table.name)} == {c.name for c in table.columns}, table.name
 
 
 def test_unknown_run_and_foreign_parent(tmp_path):

@@ -10,15 +10,56 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+from pathlib import Path
 from typing import Any, Iterable
 
 from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.orm import sessionmaker
 
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
-from mcgs.storage.models import ADDITIVE_UPGRADES, SCHEMA_VERSION, Base, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
+from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
-__all__ = ["Storage", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION"]
+__all__ = ["Storage", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION", "upgrade"]
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+#: Alembic revision of each storage schema version written before the migrations existed.
+_REVISION_OF_VERSION = {2: "0001", 3: "0002"}
+
+
+def upgrade(engine) -> None:
+    """Bring a database to the current schema with the Alembic migrations in
+    ``mcgs/storage/migrations`` (a new database is built by them from the first revision).
+
+    A database written before migrations existed (no ``alembic_version`` table) is stamped with
+    the revision of its ``schema_info`` version first. Runs in one transaction, so concurrent
+    openers (workers) wait for each other.
+
+    Raises:
+        StorageError: the database is from a newer mcgs (an unknown revision or version).
+    """
+    import logging
+
+    from alembic import command
+    from alembic.config import Config
+    from alembic.util.exc import CommandError
+    from sqlalchemy import inspect, text
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        tables = set(inspect(conn).get_table_names())
+        try:
+            if "alembic_version" not in tables and "runs" in tables:
+                row = conn.execute(text("SELECT value FROM schema_info WHERE key = 'schema_version'")).first()
+                version = int(row[0]) if row else 2
+                if version not in _REVISION_OF_VERSION:
+                    raise StorageError(f"{engine.url} has schema version {version}, this mcgs uses {SCHEMA_VERSION}; use the mcgs version that wrote it")
+                command.stamp(cfg, _REVISION_OF_VERSION[version])
+            command.upgrade(cfg, "head")
+        except CommandError as exc:
+            raise StorageError(f"{engine.url} was written by a newer mcgs ({exc}); use that version") from exc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +177,7 @@ class Storage:
         if is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _begin_immediate)
-        Base.metadata.create_all(self.engine)
+        upgrade(self.engine)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._check_schema()
 
@@ -147,8 +188,6 @@ class Storage:
             row = s.get(SchemaInfo, "schema_version")
             if row is None:
                 s.add(SchemaInfo(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif ADDITIVE_UPGRADES.get(int(row.value)) == SCHEMA_VERSION:
-                row.value = str(SCHEMA_VERSION)  # create_all above added the new tables
             elif int(row.value) != SCHEMA_VERSION:
                 raise StorageError(
                     f"{self.url} has schema version {row.value}, this mcgs uses {SCHEMA_VERSION}; "

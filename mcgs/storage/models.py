@@ -1,8 +1,8 @@
 """SQLAlchemy schema of the mcgs storage: runs, nodes, typed edges and schema version.
 
 One concept per table; everything needed to rebuild a search graph is here (DESIGN §7:
-storage is the single source of truth). Bump :data:`SCHEMA_VERSION` on any change to these
-tables.
+storage is the single source of truth). Any change to these tables comes with an Alembic
+migration (``mcgs/storage/migrations/versions``) and a bump of :data:`SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,7 @@ import datetime as _dt
 from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 3
-# Versions whose tables are a subset of this one's: opening them only adds tables
-# (``create_all``) and records the new version. 2 -> 3 added ``llm_calls``.
-ADDITIVE_UPGRADES = {2: 3}
-
+SCHEMA_VERSION = 3  # changed only together with a new migration in mcgs/storage/migrations/versions
 
 def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
