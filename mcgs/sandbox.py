@@ -74,6 +74,7 @@ __all__ = [
     "run_program",
     "scrubbed_env",
     "live_candidates",
+    "kill_candidates",
     "MARKER_ENV",
 ]
 
@@ -262,6 +263,19 @@ def scrubbed_env(
             continue
         env[name] = str(value)
     return env
+
+
+def kill_candidates(under: Path) -> int:
+    """SIGKILL every live sandboxed process under ``under`` (a run directory): candidates left
+    running when the engine that started them was killed. Returns how many were killed."""
+    procs = []
+    for pid in live_candidates(under=under):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            proc.kill()
+            procs.append(proc)
+    psutil.wait_procs(procs, timeout=KILL_WAIT_S)
+    return len(procs)
 
 
 def live_candidates(under: Path | None = None) -> list[int]:

@@ -208,6 +208,11 @@ class Search:
             KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
                 run as ``stopped`` (resume with :func:`open_search`).
         """
+        from mcgs.sandbox import kill_candidates
+
+        orphans = kill_candidates(self.run_dir)  # left by an engine that was killed (SIGKILL)
+        if orphans:
+            logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
         self.storage.interrupt_unfinished(self.run_id)
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)

@@ -1,0 +1,77 @@
+"""SIGKILL of the engine mid-run, then resume: finished nodes intact, only the in-flight
+candidate re-run, and LLM spend for finished nodes not repeated (ledger and fake API agree)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from fake_anthropic import FakeAnthropic, tool_reply
+from mcgs.coders import CoderRequest
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.demo import build_demo_task
+from mcgs.node import Operator
+from mcgs.profile import profile_task
+from mcgs.sandbox import live_candidates
+from mcgs.task import load_task
+
+
+def _rows(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    except sqlite3.OperationalError:  # the database is being created
+        return []
+    finally:
+        con.close()
+
+
+def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
+    task = build_demo_task(tmp_path / "task")
+    spec = load_task(task)
+    code = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
+    slow = code.replace("import numpy as np", "import time\ntime.sleep(30)\nimport numpy as np", 1)
+    replies = [tool_reply({"plan": "lr", "code": code}), tool_reply({"plan": "lr", "code": code}), tool_reply({"plan": "slow lr", "code": slow})]
+    run = tmp_path / "run"
+    db = run / "mcgs.db"
+    with FakeAnthropic(replies, default=lambda body: tool_reply({"plan": "lr", "code": code})) as fake:
+        env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_ENSEMBLE": "false"}
+        cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--coder", "anthropic", "--plans", "0",
+               "--max-nodes", "4", "--time-budget", "5m", "--policy", "greedy"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # two nodes finished and the third (slow) running
+            if db.is_file() and _rows(db, "select count(*) from nodes where state = 'running'") == [(1,)] and \
+                    _rows(db, "select count(*) from nodes where state = 'valid'") == [(2,)]:
+                break
+            time.sleep(0.2)
+        else:
+            proc.kill()
+            proc.wait(30)
+            raise AssertionError("the run never reached two finished nodes and a running one")
+        before = _rows(db, "select id, seq, state, score, code from nodes where state = 'valid' order by seq")
+        spent = _rows(db, "select node_seq, request_id, cost_usd from llm_calls order by id")
+        calls_before = len(fake.requests)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        try:
+            res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
+        finally:
+            from mcgs.sandbox import kill_candidates
+
+            kill_candidates(tmp_path)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert live_candidates(under=tmp_path) == []  # resume cleared what the killed engine left
+        after_calls = len(fake.requests)
+    assert _rows(db, "select id, seq, state, score, code from nodes where seq <= 2 and state = 'valid' order by seq") == before
+    states = dict(_rows(db, "select seq, state from nodes where seq > 0"))
+    assert states[3] == "interrupted" and sum(s == "valid" for s in states.values()) == 4
+    ledger = _rows(db, "select node_seq, request_id, cost_usd from llm_calls order by id")
+    assert ledger[: len(spent)] == spent  # nothing spent before the kill is lost or repeated
+    assert {seq for seq, _, _ in ledger[len(spent):]}.isdisjoint({1, 2})
+    assert after_calls - calls_before == len(ledger) - len(spent)
+    assert _rows(db, "select status from runs") == [("finished",)]
