@@ -67,7 +67,13 @@ class EnsembleSelection:
     temperature: float = 1.0
 
 
-_EPS = 1e-6
+# Probability floor before taking logs (geometric blend, temperature). With 1e-6, a member
+# that gives a hard 0 (k-nearest neighbours with small k) contributes log(1e-6) = -13.8 to the
+# blend: the weights and temperature fitted on the OOF rows then fail badly on new rows. On the
+# ablation's leaf-classification runs (commit e65e957, 3 seeds x 3 policies) the held-out log
+# loss of such ensembles was 0.116-0.168 against 0.045-0.094 with a floor of 1e-3, which also
+# keeps the arithmetic blend there (the geometric one no longer wins on the OOF rows).
+_EPS = 1e-3
 
 
 def _probabilistic(spec: TaskSpec) -> bool:

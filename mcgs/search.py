@@ -599,9 +599,11 @@ class Search:
         if len(oofs) < 2:
             return None
         sel = select_ensemble(self.task, self.labels.y[rows], oofs)
-        if len(sel.weights) < 2:
+        if len(sel.weights) < 2 and (sel.temperature == 1.0 or self.settings.ensemble_method == "stacking"):
             logger.info("%s: selection kept a single node; no ensemble node added", reason)
             return None
+        # one member with a fitted temperature is a calibration of that node: still a node of
+        # its own, scored on the same OOF rows like any other
         by_id = {n.id: n for n in members}
         weights = {f"members/{self.node_dir(by_id[i]).name}": w for i, w in sel.weights.items()}
         if self.settings.ensemble_method == "stacking":
