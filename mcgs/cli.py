@@ -310,7 +310,19 @@ def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out
         raise _UserError(f"{out_dir} already holds a run; resume it with `mcgs resume {out_dir}` or choose another --out")
     parsed = parse_request(prompt, data, reader=reader)
     _show_request(parsed)
-    return write_task_folder(parsed, data, out_dir / "task", prompt=prompt)
+    folder = write_task_folder(parsed, data, out_dir / "task", prompt=prompt)
+    from mcgs.task import TaskError, load_task
+
+    try:  # check it loads before anything else is written; name the user's files, not the links
+        load_task(folder)
+    except TaskError as exc:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            out_dir.rmdir()  # only when it is now empty
+        raise _UserError(str(exc).replace(str(folder), str(data))) from None
+    return folder
 
 
 def _show_request(parsed) -> None:
@@ -377,7 +389,9 @@ def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
     best = search.final_node
     if best:
         out.print(f"chosen {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
-    out.print(f"isolation of the candidates: {search.run_record.isolation}")
+    iso = search.run_record.isolation
+    out.print(f"isolation of the candidates: {iso}" + (" (bubblewrap: no network, only their workspace writable)" if iso == "namespaces" else " (limits and a scrubbed environment; no bubblewrap)"))
+    out.print(f"coder: {search.settings.coder}")
     _show_spend(search)
 
 
@@ -427,14 +441,19 @@ def set_live(
         name = name.strip()
         if not sep or name not in LIVE_SETTINGS:
             raise _UserError(f"give NAME=VALUE with NAME one of {', '.join(LIVE_SETTINGS)} (got {assignment!r})")
-        SearchSettings(**{name: value})  # validates the value (a clear error if wrong)
+        from pydantic import ValidationError
+
+        try:
+            SearchSettings(**{name: value})
+        except ValidationError as exc:
+            raise _UserError(f"{name}={value!r}: {exc.errors()[0]['msg']}") from None
         path = run_dir / OVERRIDES_NAME
         data = json.loads(path.read_text()) if path.is_file() else {}
         data[name] = value
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2))
         os.replace(tmp, path)
-    out.print(f"{name} = {value} for the run in {run_dir}")
+    out.print(f"{name} = {value} for the run in {run_dir} (a running search reads it before its next candidate; a stopped one on resume)")
 
 
 @app.command()

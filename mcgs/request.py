@@ -247,7 +247,12 @@ def _header(path: Path) -> list[str]:
     from mcgs.task import read_table
 
     if path.suffix.lower() == ".csv":
-        return list(pd.read_csv(path, nrows=5).columns)
+        cols = list(pd.read_csv(path, nrows=5).columns)
+        if len(cols) == 1:
+            for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+                if sep in str(cols[0]):
+                    raise ValueError(f"{path.name} is separated by {name}, not commas")
+        return cols
     return list(read_table(path).columns)
 
 
@@ -514,8 +519,11 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
     data_dir, dest = Path(data_dir).resolve(), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for name in (req.train_file, req.test_file, req.sample_submission_file):
-        if name and not (dest / name).exists():
-            os.symlink(data_dir / name, dest / name)
+        if name:
+            link = dest / name
+            if link.is_symlink() or link.exists():  # a link from an earlier attempt may point elsewhere
+                link.unlink()
+            os.symlink(data_dir / name, link)
     sample = req.sample_submission_file
     if sample is None:
         test = read_table(data_dir / req.test_file)

@@ -810,6 +810,11 @@ def create_search(
         raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")
     if baseline is not None and not Path(baseline).is_file():
         raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
+    if baseline is not None and "members/" in Path(baseline).read_text(errors="replace") and (Path(baseline).parent / "members").is_dir():
+        raise RunError(
+            f"{baseline} is an ensemble node's program: it blends other nodes' saved predictions (members/) and cannot run "
+            f"on its own; give a single node's program, e.g. RUN_DIR/nodes/<node>/solution.py"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     if baseline is not None:
         shutil.copyfile(baseline, run_dir / BASELINE_NAME)

@@ -111,3 +111,29 @@ def test_odd_but_valid_input_is_handled(tmp_path, case, mutate):
     assert res.exit_code == 0, res.output
     nodes = [n for n in open_search(tmp_path / "run").nodes() if n.parent_id is not None]
     assert nodes and nodes[0].is_valid, (nodes[0].state, nodes[0].error, nodes[0].stderr_tail[-500:])
+
+
+def test_a_request_over_a_semicolon_file_is_a_problem_and_a_retry_uses_the_new_data(tmp_path):
+    """`mcgs request` names the delimiter; `run --prompt` into the same folder after the data was
+    fixed links the new files (not the old ones) and a failed attempt leaves nothing behind."""
+    from mcgs.request import parse_request
+
+    good = write_task(tmp_path / "good", task=None)
+    bad = write_task(tmp_path / "bad", task=None)
+    (bad / "train.csv").write_text(_rd(bad, "train.csv").to_csv(index=False, sep=";"))
+    parsed = parse_request("Predict label; judged by accuracy.", bad)
+    assert any("semicolons" in str(p) for p in parsed.problems)
+    out = tmp_path / "run"
+    first = CliRunner().invoke(app, ["run", "--prompt", "Predict label; judged by accuracy.", "--data", str(good), "--out", str(out), *RUN])
+    assert first.exit_code == 0, first.output
+    from mcgs.request import write_task_folder
+
+    again = write_task_folder(parse_request("Predict label; judged by accuracy.", good), good, tmp_path / "t2")
+    (tmp_path / "t2" / "train.csv").unlink()
+    (tmp_path / "t2" / "train.csv").symlink_to(bad / "train.csv")  # a stale link from an earlier attempt
+    write_task_folder(parse_request("Predict label; judged by accuracy.", good), good, again)
+    assert (again / "train.csv").resolve() == (good / "train.csv").resolve()
+    ids_differ = write_task(tmp_path / "ids", task=None)
+    _csv(ids_differ, "sample_submission.csv", _rd(ids_differ, "sample_submission.csv").assign(pid=[f"x{i}" for i in range(20)]))
+    res = CliRunner().invoke(app, ["run", "--prompt", "Predict label; judged by accuracy.", "--data", str(ids_differ), "--out", str(tmp_path / "r3"), *RUN])
+    assert res.exit_code == 2 and "differ" in res.output and not (tmp_path / "r3").exists()
