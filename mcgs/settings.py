@@ -78,7 +78,8 @@ class LLMSettings(BaseModel):
             de-escalates (BudgetMLAgent, Gandhi et al. 2024, §3: cascade on failure).
         max_expert_calls: "Ask the expert" planning calls to the strong model per run, made when
             the search is stagnant (Evolve, Fusion, Aggregate); 0 = never.
-        max_tokens: Output token limit of one call (below the SDK's non-streaming limit).
+        max_tokens: Output token limit of one call; at most 21 000, because the SDK refuses a
+            non-streaming call whose worst case exceeds ten minutes (3 600 s x max_tokens / 128 000).
         max_cost_usd: Spending limit of the run in US dollars (None = no limit). Checked before
             each call against the worst case of that call (its prompt priced as cache writes
             plus ``max_tokens`` of output).
@@ -104,7 +105,7 @@ class LLMSettings(BaseModel):
     strong_model: str = "claude-sonnet-4-5"
     escalate_after: int = Field(2, ge=1)
     max_expert_calls: int = Field(3, ge=0)
-    max_tokens: int = Field(8192, ge=256, le=32000)
+    max_tokens: int = Field(8192, ge=256, le=21000)
     max_cost_usd: float | None = Field(None, ge=0)
     on_budget_spent: Literal["recipe", "stop"] = "recipe"
     max_reasks: int = Field(1, ge=0)

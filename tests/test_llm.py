@@ -240,6 +240,8 @@ def test_recipe_fallback_replaces_an_llm_parent_it_cannot_read_by_a_draft(tmp_pa
 def test_settings_reject_unknown_llm_fields_and_price_unknown_models_high():
     with pytest.raises(Exception, match="extra"):
         LLMSettings(temperature=0.5)
+    with pytest.raises(Exception, match="21000"):
+        LLMSettings(max_tokens=32000)  # the SDK would demand streaming
     s = LLMSettings()
     assert s.price("some-future-model").output == max(p.output for p in s.prices.values())
     assert dataclasses.is_dataclass(CoderRequest)

@@ -184,6 +184,8 @@ class AnthropicClient:
             raise LLMUnavailable(f"the API kept failing ({exc.status_code}) after {self._client.max_retries} retries") from exc
         except a.APIConnectionError as exc:  # includes timeouts
             raise LLMUnavailable(f"could not reach the API: {exc}") from exc
+        except ValueError as exc:  # the SDK refuses the request itself (e.g. needs streaming)
+            raise LLMUnavailable(f"the request was refused by the SDK: {exc}", fatal=True) from exc
         usage = _usage(model, msg, time.monotonic() - t0)
         if msg.stop_reason == "max_tokens":
             raise MalformedAnswer(f"the answer was cut off at max_tokens={max_tokens}", usage)
