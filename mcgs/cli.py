@@ -279,15 +279,10 @@ def _request_reader(coder: str):
 
 
 def _record_reading(search, reader) -> None:
-    from mcgs.storage import LLMCall
+    from mcgs.coders.anthropic import ledger_row
 
-    u, llm = reader.usage, search.settings.llm
-    cost = llm.price(u.model).cost(u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
-    search.storage.add_llm_call(search.run_id, LLMCall(
-        operator="request", model=u.model, kind="request", input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-        cache_write_tokens=u.cache_write_tokens, cache_read_tokens=u.cache_read_tokens, latency_s=round(u.latency_s, 3),
-        request_id=u.request_id, cost_usd=cost,
-    ))
+    u = reader.usage
+    search.storage.add_llm_call(search.run_id, ledger_row(search.settings.llm, "request", "request", u.model, u))
 
 
 def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out_dir: Path, reader=None) -> Path:

@@ -375,13 +375,11 @@ class Search:
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
-        if exp.operator is Operator.DRAFT and self._plan_queue:
-            answer = self._next_plan()
-        else:
-            answer = self.coder.write(build_request(ctx, exp))
+        request = build_request(ctx, exp)
+        answer = self._next_plan() if exp.operator is Operator.DRAFT and self._plan_queue else self.coder.write(request)
         review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
         if not review.rejected and hasattr(self.coder, "review_program"):  # the LLM path adds a model review
-            verdict = self.coder.review_program(review.code, build_request(ctx, exp))
+            verdict = self.coder.review_program(review.code, request)
             if verdict is not None:
                 review = review.with_model_review(verdict)
         if exp.operator in (Operator.FUSION, Operator.AGGREGATE):

@@ -149,21 +149,7 @@ class AnthropicCoder:
     def _record(self, req: CoderRequest, kind: str, model: str, usage, outcome: str, error: str | None = None) -> None:
         if self._storage is None:
             return
-        from mcgs.storage import LLMCall
-
-        call = LLMCall(operator=req.operator.value, model=model, kind=kind, node_seq=req.node_seq, outcome=outcome, error=error)
-        if usage is not None:
-            cost = self.llm.price(model).cost(usage.input_tokens, usage.output_tokens, usage.cache_write_tokens, usage.cache_read_tokens)
-            call = dataclasses.replace(
-                call,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                latency_s=round(usage.latency_s, 3),
-                request_id=usage.request_id,
-                cost_usd=cost,
-            )
+        call = ledger_row(self.llm, req.operator.value, kind, model, usage, node_seq=req.node_seq, outcome=outcome, error=error)
         self._storage.add_llm_call(self._run_id, call)
 
     def spent_usd(self) -> float:
@@ -367,6 +353,27 @@ class AnthropicCoder:
         ans = self.fallback.write(req)
         config = {**ans.config, "author": f"recipe (fallback: {why[:200]})"}
         return dataclasses.replace(ans, config=config)
+
+
+def ledger_row(llm, operator: str, kind: str, model: str, usage, *, node_seq: int | None = None, outcome: str = "ok", error: str | None = None):
+    """The cost-ledger row (:class:`mcgs.storage.LLMCall`) of one call: its billed tokens from
+    ``usage`` (a :class:`mcgs.llm.CallUsage`, or None when nothing was billed) priced by
+    ``llm.prices`` (US dollars)."""
+    from mcgs.storage import LLMCall
+
+    call = LLMCall(operator=operator, model=model, kind=kind, node_seq=node_seq, outcome=outcome, error=error)
+    if usage is None:
+        return call
+    return dataclasses.replace(
+        call,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        latency_s=round(usage.latency_s, 3),
+        request_id=usage.request_id,
+        cost_usd=llm.price(model).cost(usage.input_tokens, usage.output_tokens, usage.cache_write_tokens, usage.cache_read_tokens),
+    )
 
 
 def _code_problem(code: str) -> str | None:
