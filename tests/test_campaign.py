@@ -31,6 +31,7 @@ def test_aggregate_counts_medals_shares_and_the_standard_error_over_seeds():
     a = agg["competitions"]["a"]
     assert a["score_mean"] == pytest.approx(0.82)  # the invalid run is out of the mean
     assert a["score_se"] == pytest.approx(math.sqrt(0.0008) / math.sqrt(2))
+    assert a["score_median"] == pytest.approx(0.82) and agg["competitions"]["b"]["score_median"] == pytest.approx(0.6)
     assert a["valid_submission_pct"] == pytest.approx(66.7)
 
 
@@ -62,6 +63,8 @@ def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, 
     assert len(result["reports"][0]["best_so_far"]) >= 2  # two drafts (and the ensemble) finished
     md = (tmp_path / "camp" / "campaign.md").read_text()
     assert "| spaceship-titanic | 0 |" in md and "valid submission" in md
+    assert "Command: `mcgs mlebench campaign --competitions spaceship-titanic --seeds 0,1 --time-budget 300s" in md
+    assert result["reports"][0]["commit"] and "Engine commit(s): " + result["reports"][0]["commit"] in md
 
     # rerun: graded pairs are skipped; a lost report is regraded from the finished run
     (tmp_path / "camp" / "reports" / "spaceship-titanic-seed1.json").unlink()

@@ -57,6 +57,30 @@ class CampaignSpec:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def engine_commit() -> str:
+    """The git commit (short hash) of the mcgs source that runs, or its version when it is not
+    a git checkout. Stored in every report so a campaign resumed later says what produced it."""
+    import subprocess
+
+    from mcgs import __version__
+
+    try:
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                           cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else __version__
+
+
+def campaign_command(spec: CampaignSpec) -> str:
+    """The ``mcgs mlebench campaign`` command line that reproduces ``spec``."""
+    seeds = ",".join(str(s) for s in spec.seeds)
+    cmd = (f"mcgs mlebench campaign --competitions {','.join(spec.competitions)} --seeds {seeds} "
+           f"--time-budget {spec.time_budget_s:.0f}s --data {spec.data_dir} --out {spec.out_dir}")
+    cmd += f" --raw {spec.raw_root}" if spec.raw_root is not None else ""
+    return cmd + (f" --coder {spec.settings['coder']}" if "coder" in spec.settings else "")
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -105,6 +129,7 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
         wall_s=round(search.storage.get_run(search.run_record.name).elapsed_s, 1),
         llm_cost_usd=round(search.storage.llm_spend_usd(search.run_id), 6),
         time_budget_s=spec.time_budget_s,
+        commit=engine_commit(),
         metric=search.task.metric,
         best_so_far=best_so_far(search),
     )
@@ -143,6 +168,7 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
         machine=f"{platform.machine()}, {os.cpu_count()} cores",
         time_budget_s=spec.time_budget_s,
         seeds=list(spec.seeds),
+        command=campaign_command(spec),
     )
     _atomic_write(spec.out_dir / "campaign.json", json.dumps({**agg, "reports": reports}, indent=2, default=str))
     _atomic_write(spec.out_dir / "campaign.md", render_campaign_markdown(agg, reports))
@@ -201,11 +227,13 @@ def aggregate_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
         by_comp.setdefault(r["competition_id"], []).append(r)
     comps = {}
     for comp, reps in by_comp.items():
-        mean, se = _mean_se([r["score"] for r in reps if r.get("score") is not None])
+        scores = [r["score"] for r in reps if r.get("score") is not None]
+        mean, se = _mean_se(scores)
         comps[comp] = {
             **_shares(reps),
             "score_mean": mean,
             "score_se": se,
+            "score_median": statistics.median(scores) if scores else None,
             "median_threshold": reps[0].get("median_threshold"),
             "is_lower_better": reps[0].get("is_lower_better"),
         }
@@ -218,19 +246,22 @@ def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]])
     lines = [
         f"# MLE-bench campaign ({agg.get('date', '')})",
         "",
-        f"Machine: {agg.get('machine', '?')}. Budget per run: {agg.get('time_budget_s', 0):.0f} s. Seeds: {agg.get('seeds')}.",
+        f"Machine: {agg.get('machine', '?')}. Budget per run: {agg.get('time_budget_s', 0):.0f} s. Seeds: {agg.get('seeds')}. "
+        f"Engine commit(s): {', '.join(sorted({str(r.get('commit', '?')) for r in reports}))}.",
+        "",
+        f"Command: `{agg.get('command', '?')}`",
         "",
         "| runs | valid submission | any medal | gold | silver | bronze | above median | mean wall (s) | mean LLM cost (USD) |",
         "|---|---|---|---|---|---|---|---|---|",
         f"| {o['runs']} | {o['valid_submission_pct']} % | {o['any_medal_pct']} % | {o['gold']} | {o['silver']} | {o['bronze']} | {o['above_median_pct']} % | {o['mean_wall_s']} | {o['mean_llm_cost_usd']} |",
         "",
-        "| competition | runs | score (mean ± SE) | grader median | above median | medals (gold/silver/bronze) | valid |",
-        "|---|---|---|---|---|---|---|",
+        "| competition | runs | score (mean ± SE) | score (median) | grader median | above median | medals (gold/silver/bronze) | valid |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for comp, c in agg["competitions"].items():
         score = "-" if c["score_mean"] is None else f"{c['score_mean']:.5g}" + ("" if c["score_se"] is None else f" ± {c['score_se']:.2g}")
         lines.append(
-            f"| {comp} | {c['runs']} | {score} | {c['median_threshold']} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
+            f"| {comp} | {c['runs']} | {score} | {'-' if c.get('score_median') is None else format(c['score_median'], '.5g')} | {c['median_threshold']} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
         )
     lines += ["", "| competition | seed | score | medal | above median | nodes (valid) | wall (s) | LLM cost (USD) |", "|---|---|---|---|---|---|---|---|"]
     for r in reports:
