@@ -231,6 +231,9 @@ def run(
     baseline: Optional[Path] = typer.Option(
         None, help="A starter program (following docs/solution_contract.md) run as the first node; the search builds from it."
     ),
+    storage: Optional[str] = typer.Option(
+        None, help="Storage URL shared with `mcgs worker` processes, e.g. postgresql+psycopg://host/db (default: sqlite in RUN_DIR)."
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
 ) -> None:
     """Search for a solution to TASK (or to a --prompt request on --data) and write
@@ -260,7 +263,7 @@ def run(
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
-        search = create_search(task, out_dir, settings=settings, baseline=baseline)
+        search = create_search(task, out_dir, settings=settings, baseline=baseline, storage=storage)
         if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
             _record_reading(search, reader)
     _drive(search)
@@ -347,6 +350,7 @@ def request(
 def resume(
     run_dir: Path = typer.Argument(..., help="Run directory of a stopped run."),
     time_budget: Optional[str] = typer.Option(None, help="New total budget (default: the run's own)."),
+    storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password (see RUN_DIR/storage.json)."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Continue a stopped run from its storage."""
@@ -354,12 +358,40 @@ def resume(
     _sigterm_as_interrupt()
     with _user_errors():
         from mcgs.search import open_search
-        search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None)
+        search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None, storage=storage)
         if search.clock.remaining < 5:
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
             )
     _drive(search)
+
+
+@app.command()
+def worker(
+    artifacts: Path = typer.Option(..., "--artifacts", help="The run's folder of artifacts (its RUN_DIR), reachable from this machine."),
+    storage: Optional[str] = typer.Option(None, help="Storage URL of the run (default: RUN_DIR/storage.json, else sqlite in RUN_DIR)."),
+    run_name: Optional[str] = typer.Option(None, "--run", help="Name of the run in that storage (default: the only one)."),
+    drain: bool = typer.Option(False, help="Only run queued nodes, and exit when none is left."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Work on a run started by `mcgs run` (on this or another machine): claim queued nodes,
+    select and write new ones, and record their verdicts, until the run finishes."""
+    _setup_logging(verbose)
+    _sigterm_as_interrupt()
+    with _user_errors():
+        from mcgs.search import open_search
+
+        search = open_search(artifacts, storage=storage, name=run_name)
+    search.say = lambda m: console.print(m, highlight=False)
+    _stop_on_signals(search)
+    try:
+        done = search.work(drain=drain)
+    except KeyboardInterrupt:
+        console.print("worker stopped; its running node is recorded as interrupted")
+        raise typer.Exit(130)
+    finally:
+        search.storage.close()
+    out.print(f"worker {search.owner}: {done} node(s) finished")
 
 
 @app.command()

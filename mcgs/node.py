@@ -92,6 +92,10 @@ class FrozenNode:
         created_at, finished_at: UTC timestamps.
         workspace: Path of the node's workspace relative to the run directory.
         review: The static Code Review's verdict and reasons (``{"verdict": ..., "reasons": [...]}``).
+        owner: The worker holding the node's claim (``host:pid:start``), None when queued or
+            for nodes stored before claims existed.
+        attempts: How many times the node was claimed (more than one: a worker was lost and
+            the node retried).
     """
 
     id: int
@@ -114,6 +118,8 @@ class FrozenNode:
     workspace: str | None = None
     depth: int = 0
     review: dict[str, Any] = dataclasses.field(default_factory=dict)
+    owner: str | None = None
+    attempts: int = 0
 
     @property
     def is_valid(self) -> bool:

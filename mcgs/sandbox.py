@@ -265,13 +265,50 @@ def scrubbed_env(
     return env
 
 
-def kill_candidates(under: Path) -> int:
+OWNER_ENV = "MCGS_ENGINE"  # the engine process that started a candidate (see owner_id)
+
+
+def owner_id() -> str:
+    """This process as a claim owner: ``host:pid:start``, where ``start`` is the process start
+    time in whole seconds (so a reused pid is not mistaken for the old process)."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{int(psutil.Process().create_time())}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether the process behind ``owner`` (see :func:`owner_id`) still runs: True or False
+    when it is on this host, None when it is on another one (then only its lease can tell)."""
+    import socket
+
+    rest = owner.split(":")
+    try:
+        host, pid, start = ":".join(rest[:-2]), int(rest[-2]), int(rest[-1])
+    except (ValueError, IndexError):
+        return None
+    if host != socket.gethostname():
+        return None
+    try:
+        return int(psutil.Process(pid).create_time()) == start
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def kill_candidates(under: Path, orphans_only: bool = False) -> int:
     """SIGKILL every live sandboxed process under ``under`` (a run directory): candidates left
-    running when the engine that started them was killed. Returns how many were killed."""
+    running when the engine that started them was killed. Returns how many were killed.
+
+    Args:
+        orphans_only: Spare candidates whose engine (another worker of the run, see
+            :data:`OWNER_ENV`) is still alive.
+    """
     procs = []
     for pid in live_candidates(under=under):
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
+            owner = proc.environ().get(OWNER_ENV)
+            if orphans_only and owner and owner_alive(owner) is not False:
+                continue
             proc.kill()
             procs.append(proc)
     psutil.wait_procs(procs, timeout=KILL_WAIT_S)
@@ -358,6 +395,7 @@ def run_program(
     marker = uuid.uuid4().hex
     env = scrubbed_env(extra_env, workspace=workspace, cpu_threads=limits.cpu_threads)
     env[MARKER_ENV] = marker
+    env[OWNER_ENV] = owner_id()
     argv = [python or sys.executable, script]
     as_other_user = False
     if limits.isolation == ISOLATION_NAMESPACES:

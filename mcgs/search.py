@@ -9,6 +9,7 @@ happens, so a run stopped for any reason resumes with :func:`open_search`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -31,7 +32,7 @@ from mcgs.policy import compute_reward, select_expansion
 from mcgs.profile import profile_task
 from mcgs.sandbox import Outcome, SandboxLimits, run_program
 from mcgs.settings import SearchSettings
-from mcgs.storage import RunRecord, Storage
+from mcgs.storage import ClaimLost, RunRecord, Storage, owner_id
 from mcgs.task import TaskError, TaskSpec, data_fingerprint, load_task
 
 __all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
@@ -41,6 +42,33 @@ logger = logging.getLogger(__name__)
 DB_NAME = "mcgs.db"
 BASELINE_NAME = "baseline.py"  # a starter program to run as the first node (MLAgentBench mode)
 OVERRIDES_NAME = "overrides.json"  # settings changed while a run is live (`mcgs set`)
+STORAGE_NAME = "storage.json"  # where a run's storage is, when it is not RUN_DIR/mcgs.db
+
+
+def default_storage_url(run_dir: Path) -> str:
+    """``sqlite:///RUN_DIR/mcgs.db`` (absolute), the storage of a run unless told otherwise."""
+    return f"sqlite:///{(Path(run_dir) / DB_NAME).resolve()}"
+
+
+def _safe_url(url: str) -> str:
+    """The URL with its password hidden, for messages and for ``storage.json``."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def _open_storage(url: str) -> Storage:
+    from mcgs.storage import StorageError
+
+    try:
+        return Storage(url)
+    except StorageError:
+        raise
+    except Exception as exc:  # a bad URL, a missing driver, an unreachable server
+        raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
 LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
 DISK_POLL_S = 2.0
 # Below this many seconds of remaining budget no new candidate is started.
@@ -155,6 +183,8 @@ class Search:
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self._verdict_lock = threading.RLock()
         self._coder_stop: str | None = None  # set when the coder asks the run to stop (LLM budget)
+        self.owner = owner_id()  # this process, as the holder of node claims
+        self.is_worker = False  # True while :meth:`work` runs: no run-level writes (status, export)
         from mcgs.sandbox import resolve_isolation
 
         try:  # a resumed run keeps the level it recorded
@@ -210,34 +240,19 @@ class Search:
         """
         from mcgs.sandbox import kill_candidates
 
-        orphans = kill_candidates(self.run_dir)  # left by an engine that was killed (SIGKILL)
+        orphans = kill_candidates(self.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
         if orphans:
             logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
-        self.storage.interrupt_unfinished(self.run_id)
+        self._requeue_lost()
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
         try:
-            self._run_baseline()
-            self._prepare_plans()
-            if self.settings.workers > 1:
-                self._run_workers()
-            else:
-                while True:
-                    if self._stop.is_set():
-                        raise KeyboardInterrupt("stop requested")
-                    self._wait_for_disk()
-                    reason = self._budget_exhausted()
-                    if reason:
-                        self.stop_reason = reason
-                        break
-                    try:
-                        self.step()
-                    except CoderStop as exc:
-                        self._coder_stop = str(exc)
+            with self._heartbeat():
+                self._search_loop()
             if self.settings.ensemble:
                 self.build_ensemble()
         except BaseException:
-            self.storage.interrupt_unfinished(self.run_id)
+            self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
             self._save_progress(status="stopped")
             raise
         final = self.final_node
@@ -245,6 +260,106 @@ class Search:
             self.export_best(final)
         self._save_progress(status="finished")
         return final
+
+    def work(self, drain: bool = False) -> int:
+        """Take part in a run as one more worker (``mcgs worker``): claim queued nodes and, unless
+        ``drain``, select and write new ones, until the run finishes or its budget is spent.
+
+        Workers may run in other processes or on other machines sharing the storage (PostgreSQL)
+        and the artifacts folder. A worker records node verdicts only: the run's status, clock,
+        final ensemble and ``best/`` belong to the process that runs :meth:`run`.
+
+        Args:
+            drain: Only run queued nodes; return when none is left.
+
+        Returns:
+            How many nodes this worker finished.
+
+        Raises:
+            KeyboardInterrupt: after recording this worker's running node INTERRUPTED.
+        """
+        self.is_worker = True
+        self._requeue_lost()
+        done = 0
+        try:
+            with self._heartbeat():
+                while not self._stop.is_set():
+                    if self.storage.get_run(self.run_record.name).status == "finished" or self._budget_exhausted():
+                        break
+                    if drain:
+                        node = self.storage.claim_node(self.run_id, self.owner, self.settings.lease_s)
+                        if node is None:
+                            break
+                        launched = (node, self._node_timeout(), self._node_seed(node))
+                    else:
+                        try:
+                            launched = self._launch()
+                        except CoderStop:
+                            break
+                        if launched is None:
+                            continue
+                    self.say(f"worker {self.owner}: running node {launched[0].seq} (attempt {launched[0].attempts})")
+                    self._execute(*launched)
+                    done += 1
+                if self._stop.is_set():
+                    raise KeyboardInterrupt("stop requested")
+        except BaseException:
+            self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
+            raise
+        return done
+
+    def _requeue_lost(self) -> None:
+        requeued, lost = self.storage.requeue_lost(self.run_id, self.settings.max_attempts)
+        if requeued:
+            self.say(f"{len(requeued)} node(s) whose worker was lost are queued again")
+        if lost:
+            logger.warning("%d node(s) lost their worker %d times and are marked interrupted", len(lost), self.settings.max_attempts)
+
+    @contextlib.contextmanager
+    def _heartbeat(self):
+        """Renew this process's leases every third of ``lease_s`` while the body runs."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.settings.lease_s / 3):
+                try:
+                    self.storage.renew_leases(self.owner, self.settings.lease_s)
+                except Exception as exc:  # a missed beat is retried; the lease covers two more
+                    logger.warning("heartbeat failed: %s", exc)
+
+        thread = threading.Thread(target=beat, name="mcgs-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+
+    def _node_timeout(self) -> float:
+        return min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
+
+    def _node_seed(self, node: FrozenNode) -> int:
+        return self.settings.seed * 100_003 + node.seq
+
+    def _search_loop(self) -> None:
+        """Baseline, multi-plan screening, then expansions until a budget is spent."""
+        self._run_baseline()
+        self._prepare_plans()
+        if self.settings.workers > 1:
+            self._run_workers()
+            return
+        while True:
+            if self._stop.is_set():
+                raise KeyboardInterrupt("stop requested")
+            self._wait_for_disk()
+            reason = self._budget_exhausted()
+            if reason:
+                self.stop_reason = reason
+                return
+            try:
+                self.step()
+            except CoderStop as exc:
+                self._coder_stop = str(exc)
 
     @property
     def _reserve_s(self) -> float:
@@ -368,6 +483,9 @@ class Search:
         from mcgs.operators import OperatorContext, build_request
         from mcgs.operators.code_review import review_program
 
+        queued = self.storage.claim_node(self.run_id, self.owner, self.settings.lease_s)
+        if queued is not None:  # a node retried after its worker was lost, or queued by another process
+            return queued, self._node_timeout(), self._node_seed(queued)
         g = self.graph()
         if self._ensemble_due(g):
             if self.build_ensemble(reason="ensemble during the search") is not None:
@@ -397,12 +515,13 @@ class Search:
             knowledge_ids=answer.knowledge_ids,
             extra_edges=edges,
             review=review.as_dict(),
+            owner=self.owner,
+            lease_s=self.settings.lease_s,
         )
         if review.rejected:
             self._reject(node, review)
             return None
-        timeout = min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
-        return node, timeout, ctx.seed
+        return node, self._node_timeout(), ctx.seed
 
     def _reject(self, node: FrozenNode, review) -> FrozenNode:
         """Finish a node the Code Review rejected (never run), with its reasons."""
@@ -438,6 +557,7 @@ class Search:
         node = self.storage.add_node(
             self.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="[baseline] the starter program given with --baseline",
             code=review.code, config={"baseline": True, "author": "baseline"}, review=review.as_dict(),
+            owner=self.owner, lease_s=self.settings.lease_s,
         )
         if review.rejected:
             done = self._reject(node, review)
@@ -551,16 +671,21 @@ class Search:
         with self._verdict_lock:  # one verdict at a time: rewards see every earlier verdict
             prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
             reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
-            finished = self.storage.finish_node(
-                node.id,
-                state=state,
-                score=score,
-                reward=reward,
-                error=error,
-                stdout_tail=result.stdout_tail,
-                stderr_tail=result.stderr_tail,
-                runtime_s=result.runtime_s,
-            )
+            try:
+                finished = self.storage.finish_node(
+                    node.id,
+                    state=state,
+                    score=score,
+                    reward=reward,
+                    error=error,
+                    stdout_tail=result.stdout_tail,
+                    stderr_tail=result.stderr_tail,
+                    runtime_s=result.runtime_s,
+                    owner=self.owner,
+                )
+            except ClaimLost as exc:  # our lease lapsed (a stalled engine) and the node was retried
+                logger.warning("%s", exc)
+                return self.storage.get_node(node.id)
             self._after_node(finished, prior)
         return finished
 
@@ -638,6 +763,8 @@ class Search:
             },
             extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
             review=review.as_dict(),
+            owner=self.owner,
+            lease_s=self.settings.lease_s,
         )
         final = reason == "final ensemble"
         timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
@@ -681,6 +808,10 @@ class Search:
         return ens if gap <= se else best
 
     def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
+        if self.is_worker:  # the run's own process keeps best/ and the clock
+            for cb in self.callbacks:
+                cb(self, node)
+            return
         if node.is_valid and node.operator is not Operator.ENSEMBLE:
             is_best = not prior or (node.score > max(prior) if self.task.higher_is_better else node.score < min(prior))
             if is_best:
@@ -743,7 +874,7 @@ class Search:
         if path.is_file():
             return json.loads(path.read_text())
         prof = profile_task(self.task)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may open a new run at once
         tmp.write_text(json.dumps(prof, indent=2))
         os.replace(tmp, path)
         return prof
@@ -776,10 +907,14 @@ def create_search(
     coder: Coder | None = None,
     callbacks: Sequence[Callback] = (),
     baseline: str | Path | None = None,
+    storage: str | None = None,
 ) -> Search:
     """Create a new run in ``run_dir`` (which must not hold a run yet).
 
     Args:
+        storage: SQLAlchemy URL of the storage, e.g. ``postgresql+psycopg://host/db`` for
+            workers on several machines; default ``sqlite:///RUN_DIR/mcgs.db``. The run is named
+            after ``run_dir`` and its artifacts (workspaces, predictions) stay in ``run_dir``.
         baseline: A starter program following the solution contract; it is copied to
             ``RUN_DIR/baseline.py`` and run as the first node, and the search builds from it
             (MLAgentBench-style improvement).
@@ -804,7 +939,7 @@ def create_search(
         logger.info("the task asks for an interpretable model: no ensembles")
         settings = settings.model_copy(update={"ensemble": False})
     run_dir = Path(run_dir)
-    if (run_dir / DB_NAME).exists():
+    if (run_dir / DB_NAME).exists() or (run_dir / STORAGE_NAME).exists():
         raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")
     if baseline is not None and not Path(baseline).is_file():
         raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
@@ -816,9 +951,17 @@ def create_search(
     run_dir.mkdir(parents=True, exist_ok=True)
     if baseline is not None:
         shutil.copyfile(baseline, run_dir / BASELINE_NAME)
-    storage = Storage(f"sqlite:///{(run_dir / DB_NAME).resolve()}")
+    url = storage or default_storage_url(run_dir)
+    store = _open_storage(url)
+    name = run_dir.resolve().name
+    if any(r.name == name for r in store.list_runs()):
+        store.close()
+        raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
+    if url != default_storage_url(run_dir):
+        (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
+    storage = store
     run = storage.create_run(
-        name=run_dir.resolve().name,
+        name=name,
         task_json=spec.to_json(),
         settings=settings.model_dump(mode="json"),
         seed=settings.seed,
@@ -835,25 +978,50 @@ def open_search(
     coder: Coder | None = None,
     callbacks: Sequence[Callback] = (),
     time_budget_s: float | None = None,
+    storage: str | None = None,
+    name: str | None = None,
 ) -> Search:
-    """Open an existing run to resume it (or to inspect it).
+    """Open an existing run to resume it, to inspect it, or to work on it (:meth:`Search.work`).
 
     Args:
-        run_dir: The run directory.
+        run_dir: The run directory (its artifacts: input copy, node workspaces).
         time_budget_s: A new total time budget; by default the stored one.
+        storage: Storage URL; default ``RUN_DIR/storage.json`` when the run was created with
+            another storage, else ``sqlite:///RUN_DIR/mcgs.db``.
+        name: The run's name in that storage; default the only run there.
 
     Raises:
         RunError: no run there, or its task data changed since the run started.
     """
     run_dir = Path(run_dir)
-    db = run_dir / DB_NAME
-    if not db.is_file():
-        raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing); start one with `mcgs run TASK --out {run_dir}`")
-    storage = Storage(f"sqlite:///{db.resolve()}")
-    runs = storage.list_runs()
+    pointer = run_dir / STORAGE_NAME
+    if storage is None and pointer.is_file():
+        info = json.loads(pointer.read_text())
+        if "***" in info.get("url", ""):
+            raise RunError(f"the storage of {run_dir} needs a password: pass the full URL with --storage (it was {info['url']})")
+        storage, name = info["url"], name or info.get("run")
+    if storage is None:
+        db = run_dir / DB_NAME
+        if not db.is_file():
+            raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing); start one with `mcgs run TASK --out {run_dir}`")
+        storage = default_storage_url(run_dir)
+    store = _open_storage(storage)
+    runs = store.list_runs()
     if not runs:
-        raise RunError(f"{db} has no run")
-    run = runs[0]
+        store.close()
+        raise RunError(f"{_safe_url(storage)} has no run")
+    if name is None:
+        if len(runs) > 1:
+            store.close()
+            raise RunError(f"{_safe_url(storage)} holds {len(runs)} runs ({', '.join(r.name for r in runs)}); say which with --run NAME")
+        run = runs[0]
+    else:
+        matches = [r for r in runs if r.name == name]
+        if not matches:
+            store.close()
+            raise RunError(f"{_safe_url(storage)} has no run named {name!r} (runs: {', '.join(r.name for r in runs)})")
+        run = matches[0]
+    storage = store
     spec = TaskSpec.from_json(run.task_json)
     if not spec.data_dir.is_dir():
         raise RunError(f"the task data folder {spec.data_dir} of this run no longer exists; restore it to resume")

@@ -210,6 +210,11 @@ class SearchSettings(BaseSettings):
         min_free_disk_mb: Free space the run's disk must keep, MiB; below it the run pauses
             (not charged to the budget) with a message until space is freed or the floor is
             lowered with ``mcgs set RUN_DIR min_free_disk_mb=N``.
+        lease_s: How long a worker's claim on a node lasts without a heartbeat, seconds (the
+            heartbeat renews it every third of that). A claim that lapses, or whose worker
+            process on this host is gone, is retried (DESIGN §7; Optuna's heartbeat for
+            distributed trials follows the same idea).
+        max_attempts: Times a node may be claimed before a lost claim makes it INTERRUPTED.
         isolation: How candidates are isolated: ``namespaces`` (bubblewrap: no network, only
             their workspace writable, as an unprivileged user when the engine is root),
             ``process-session`` (limits and a scrubbed environment only) or ``auto``
@@ -264,6 +269,8 @@ class SearchSettings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     isolation: Literal["auto", "namespaces", "process-session"] = "auto"
     min_free_disk_mb: float = Field(1024.0, ge=0)
+    lease_s: float = Field(60.0, ge=3)
+    max_attempts: int = Field(2, ge=1)
 
     @property
     def node_limit_s(self) -> float:

@@ -45,3 +45,33 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "realdata" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A local PostgreSQL server (tests/postgres.py); skips when Debian's ``postgresql`` or the
+    ``psycopg`` driver is missing, and fails instead under ``CI=true`` (``.ci/run`` installs both)."""
+    from postgres import PostgresServer, postgres_bin
+
+    bindir = postgres_bin()
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        bindir = None
+    if bindir is None:
+        if _in_ci():
+            pytest.fail("CI=true but PostgreSQL (Debian package postgresql) or the psycopg driver is missing")
+        pytest.skip("PostgreSQL (Debian package postgresql) or psycopg is not installed")
+    server = PostgresServer(bindir)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request, tmp_path):
+    """A fresh, empty storage: a SQLite file, then a PostgreSQL database (the storage contract
+    holds for both; DESIGN §7)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'mcgs.db'}"
+    return request.getfixturevalue("postgres_server").new_database()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pandas as pd
+
 import pytest
 
 from mcgs.coders import CoderAnswer, CoderRequest
@@ -164,20 +166,36 @@ def test_resume_after_interrupt_keeps_finished_nodes(demo_task, tmp_path):
     assert resumed.storage.get_run(resumed.run_record.name).status == "finished"
 
 
-def test_resume_after_a_hard_kill_marks_the_running_candidate_interrupted(demo_task, tmp_path):
+def test_resume_after_a_hard_kill_reruns_the_running_candidate_once(demo_task, tmp_path):
+    """DESIGN §7 / issue 8: a node whose worker is gone is queued again and rerun (its program
+    kept, no new selection), up to ``max_attempts`` claims; past that it is INTERRUPTED."""
+    import socket
+
     run = tmp_path / "run"
     search = create_search(demo_task, run, settings=settings(max_nodes=2), coder=RecipeCoder(models=FAST))
     search.run()
-    # as if the engine had been SIGKILLed while a candidate ran: a node left RUNNING
+    good = next(n for n in search.nodes() if n.is_valid)
+    # as if an engine had been SIGKILLed while two candidates ran: nodes left RUNNING, held by a
+    # process of this host that no longer exists (pid 4194304 is above Linux's pid limit)
+    dead = f"{socket.gethostname()}:4194304:1"
     root = search.nodes()[0]
-    orphan = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="", code="")
-    search.storage.set_running(orphan.id, "nodes/orphan")
+    retried = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="lost once", code=good.code, owner=dead)
+    search.storage.set_running(retried.id, "nodes/lost")
+    spent = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="lost twice", code=good.code, owner=dead)
+    search.storage.set_running(spent.id, "nodes/lost2")
+    con = sqlite3.connect(run / "mcgs.db")
+    con.execute("update nodes set attempts = 2 where id = ?", (spent.id,))
+    con.commit()
+    con.close()
     resumed = open_search(run, coder=RecipeCoder(models=FAST))
-    resumed.settings = resumed.settings.model_copy(update={"max_nodes": 3})
+    resumed.settings = resumed.settings.model_copy(update={"max_nodes": 3})  # interrupted nodes do not count
     resumed.run()
-    states = {n.id: n.state for n in resumed.nodes()}
-    assert states[orphan.id] is NodeState.INTERRUPTED
-    assert sum(s.is_finished() for s in states.values()) == 3
+    by_id = {n.id: n for n in resumed.nodes()}
+    assert by_id[retried.id].state is NodeState.VALID and by_id[retried.id].attempts == 2
+    assert by_id[retried.id].score == pytest.approx(good.score) and by_id[retried.id].owner == resumed.owner
+    assert by_id[spent.id].state is NodeState.INTERRUPTED and "attempt 2 of 2" in by_id[spent.id].error
+    searched = [n for n in by_id.values() if n.operator is not Operator.ENSEMBLE]
+    assert len(searched) == 5 and sum(n.is_valid for n in searched) == 3  # 2 + the rerun one: nothing new selected
 
 
 def test_run_dir_conflicts_and_missing_runs_are_clear_errors(demo_task, tmp_path):

@@ -8,15 +8,15 @@ import pytest
 
 from mcgs.graph import best_node, build_graph, children, root_of
 from mcgs.node import EdgeKind, NodeState, Operator
-from mcgs.storage import SCHEMA_VERSION, Storage, StorageError
+from mcgs.storage import SCHEMA_VERSION, ClaimLost, Storage, StorageError
 
 
 def new_run(st: Storage, name="r"):
     return st.create_run(name=name, task_json="{}", settings={"seed": 1}, seed=1, data_fingerprint="abc", package_versions={"numpy": "2"}, isolation="process-session")
 
 
-def test_round_trip_rebuilds_the_graph(tmp_path):
-    url = f"sqlite:///{tmp_path / 'mcgs.db'}"
+def test_round_trip_rebuilds_the_graph(storage_url):
+    url = storage_url
     st = Storage(url)
     run = new_run(st)
     root = st.get_nodes(run.id)[0]
@@ -49,8 +49,8 @@ def test_round_trip_rebuilds_the_graph(tmp_path):
     assert st2.schema_version == SCHEMA_VERSION
 
 
-def test_finished_nodes_are_immutable(tmp_path):
-    st = Storage(f"sqlite:///{tmp_path / 'mcgs.db'}")
+def test_finished_nodes_are_immutable(storage_url):
+    st = Storage(storage_url)
     run = new_run(st)
     n = st.add_node(run.id, parent_id=st.get_nodes(run.id)[0].id, operator=Operator.DRAFT, plan="", code="")
     st.finish_node(n.id, state=NodeState.VALID, score=1.0, reward=2.0)
@@ -58,8 +58,8 @@ def test_finished_nodes_are_immutable(tmp_path):
         st.finish_node(n.id, state=NodeState.BUGGY)
 
 
-def test_interrupt_unfinished_marks_running_nodes(tmp_path):
-    st = Storage(f"sqlite:///{tmp_path / 'mcgs.db'}")
+def test_interrupt_unfinished_marks_running_nodes(storage_url):
+    st = Storage(storage_url)
     run = new_run(st)
     root = st.get_nodes(run.id)[0]
     n = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="", code="")
@@ -91,16 +91,19 @@ def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     st.close()
     con = sqlite3.connect(path)
     con.execute("drop table llm_calls")  # as written by mcgs before the ledger and the migrations
+    for column in ("owner", "lease_expires_at", "attempts"):  # ... and before claims (schema 4)
+        con.execute(f"alter table nodes drop column {column}")
     con.execute("drop table alembic_version")
     con.execute("update schema_info set value = '2' where key = 'schema_version'")
     con.commit()
     con.close()
     st = Storage(f"sqlite:///{path}")
-    assert st.schema_version == SCHEMA_VERSION == 3
+    assert st.schema_version == SCHEMA_VERSION == 4
     st.add_llm_call(run.id, LLMCall(operator="draft", model="m", output_tokens=10, cost_usd=0.5))
     assert st.llm_spend_usd(run.id) == 0.5 and st.llm_calls(run.id)[0].output_tokens == 10
+    assert [n.attempts for n in st.get_nodes(run.id)] == [0]  # the root, with the new column's default
     con = sqlite3.connect(path)
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0002"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0003"
     con.close()
 
 
@@ -127,8 +130,8 @@ def test_migrations_build_the_same_schema_as_the_models(tmp_path):
         assert {c["name"] for c in insp.get_columns(table.name)} == {c.name for c in table.columns}, table.name
 
 
-def test_unknown_run_and_foreign_parent(tmp_path):
-    st = Storage(f"sqlite:///{tmp_path / 'mcgs.db'}")
+def test_unknown_run_and_foreign_parent(storage_url):
+    st = Storage(storage_url)
     r1 = new_run(st, "one")
     r2 = new_run(st, "two")
     with pytest.raises(StorageError, match="no run named 'three'"):
@@ -141,3 +144,72 @@ def test_sqlite_uses_wal(tmp_path):
     path = tmp_path / "mcgs.db"
     Storage(f"sqlite:///{path}")
     assert sqlite3.connect(path).execute("pragma journal_mode").fetchone()[0] == "wal"
+
+
+# ---------------------------------------------------------------- claims and leases (issue 8)
+
+
+def _queued(st, run, k):
+    root = st.get_nodes(run.id)[0]
+    return [st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan=f"q{i}", code=f"print({i})") for i in range(k)]
+
+
+def test_queued_nodes_are_claimed_oldest_first_and_only_once(storage_url):
+    st = Storage(storage_url)
+    run = new_run(st)
+    q = _queued(st, run, 3)
+    a = st.claim_node(run.id, "host:1:1", lease_s=60)
+    b = st.claim_node(run.id, "host:2:1", lease_s=60)
+    assert (a.id, a.owner, a.attempts) == (q[0].id, "host:1:1", 1) and (b.id, b.owner) == (q[1].id, "host:2:1")
+    own = st.add_node(run.id, parent_id=st.get_nodes(run.id)[0].id, operator=Operator.DRAFT, plan="mine", code="", owner="host:3:1")
+    assert own.owner == "host:3:1" and own.attempts == 1  # stored claimed: never handed to another worker
+    assert st.claim_node(run.id, "host:4:1", lease_s=60).id == q[2].id
+    assert st.claim_node(run.id, "host:4:1", lease_s=60) is None
+    with pytest.raises(ClaimLost, match="no longer held by host:2:1"):
+        st.finish_node(a.id, state=NodeState.VALID, score=1.0, owner="host:2:1")
+    assert st.finish_node(a.id, state=NodeState.VALID, score=1.0, owner="host:1:1").state is NodeState.VALID
+    st.close()
+
+
+def test_an_expired_lease_is_queued_again_then_interrupted_after_max_attempts(storage_url):
+    st = Storage(storage_url)
+    run = new_run(st)
+    (n,) = _queued(st, run, 1)
+    remote = "elsewhere.example:77:1"  # another host: only its lease can tell whether it lives
+    st.claim_node(run.id, remote, lease_s=60)
+    st.set_running(n.id, "nodes/00001")
+    assert st.requeue_lost(run.id, max_attempts=2) == ([], [])  # lease still running
+    assert st.renew_leases(remote, lease_s=0.01) == 1
+    import time
+
+    time.sleep(0.05)
+    assert st.requeue_lost(run.id, max_attempts=2) == ([n.id], [])
+    again = st.get_node(n.id)
+    assert (again.state, again.owner) == (NodeState.PENDING, None) and "stopped renewing its lease" in again.error
+    with pytest.raises(ClaimLost):  # the lost worker comes back too late: its verdict is dropped
+        st.finish_node(n.id, state=NodeState.VALID, score=1.0, owner=remote)
+    second = st.claim_node(run.id, "host:9:1", lease_s=0.01)
+    assert second.attempts == 2
+    time.sleep(0.05)
+    assert st.requeue_lost(run.id, max_attempts=2) == ([], [n.id])
+    assert st.get_node(n.id).state is NodeState.INTERRUPTED and "attempt 2 of 2" in st.get_node(n.id).error
+    st.close()
+
+
+def test_a_dead_worker_on_this_host_is_noticed_without_waiting_for_its_lease(storage_url):
+    import socket
+
+    from mcgs.storage import owner_alive, owner_id
+
+    me = owner_id()
+    dead = f"{socket.gethostname()}:4194304:1"  # above Linux's pid limit: no such process
+    assert owner_alive(me) is True and owner_alive(dead) is False and owner_alive("other-host:1:1") is None
+    st = Storage(storage_url)
+    run = new_run(st)
+    a, b = _queued(st, run, 2)
+    st.claim_node(run.id, dead, lease_s=3600)
+    st.claim_node(run.id, me, lease_s=3600)
+    assert st.requeue_lost(run.id, max_attempts=3) == ([a.id], [])  # ours is alive: untouched
+    assert st.interrupt_unfinished(run.id, owner=me) == [b.id]  # a stopping worker only stops its own
+    assert st.get_node(a.id).state is NodeState.PENDING
+    st.close()

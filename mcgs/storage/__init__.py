@@ -16,14 +16,15 @@ from typing import Any, Iterable
 from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.orm import sessionmaker
 
+from mcgs.sandbox import owner_alive, owner_id
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
-__all__ = ["Storage", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION", "upgrade"]
+__all__ = ["Storage", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION", "upgrade", "owner_id", "owner_alive", "ClaimLost"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: Alembic revision of each storage schema version written before the migrations existed.
-_REVISION_OF_VERSION = {2: "0001", 3: "0002"}
+_REVISION_OF_VERSION = {2: "0001", 3: "0002", 4: "0003"}
 
 
 def upgrade(engine) -> None:
@@ -85,6 +86,12 @@ class StorageError(RuntimeError):
     """The database is unusable (wrong schema version, missing run ...)."""
 
 
+class ClaimLost(StorageError):
+    """A worker tried to record a verdict for a node it no longer holds: its lease expired
+    and the node was queued again (or another worker claimed it). The verdict is dropped."""
+
+
+
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
     """Snapshot of a run row."""
@@ -117,6 +124,10 @@ def _begin_immediate(conn):
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _lease_end(lease_s: float) -> _dt.datetime:
+    return utcnow() + _dt.timedelta(seconds=lease_s)
+
+
 def _node(m: NodeModel) -> FrozenNode:
     return FrozenNode(
         id=m.id,
@@ -139,6 +150,8 @@ def _node(m: NodeModel) -> FrozenNode:
         workspace=m.workspace,
         depth=m.depth,
         review=json.loads(m.review_json or "{}"),
+        owner=m.owner,
+        attempts=m.attempts or 0,
     )
 
 
@@ -171,7 +184,7 @@ class Storage:
 
     def __init__(self, url: str):
         self.url = url
-        is_sqlite = url.startswith("sqlite")
+        self.is_sqlite = is_sqlite = url.startswith("sqlite")
         kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if is_sqlite else {"pool_pre_ping": True}
         self.engine = create_engine(url, **kwargs)
         if is_sqlite:
@@ -270,14 +283,20 @@ class Storage:
         extra_edges: Iterable[tuple[int, EdgeKind, dict[str, Any]]] = (),
         state: NodeState = NodeState.PENDING,
         review: dict[str, Any] | None = None,
+        owner: str | None = None,
+        lease_s: float = 60.0,
     ) -> FrozenNode:
         """Insert a node with its ``derives`` edge (and any extra typed edges) atomically.
 
         Args:
             extra_edges: ``(src_id, kind, data)`` triples for fuses/references/ensembles.
             review: The Code Review verdict to store with the node.
+            owner: The worker that will run it (the node is stored claimed, with a lease of
+                ``lease_s`` seconds); None queues a PENDING node for any worker to claim.
         """
         with self._session.begin() as s:
+            if not self.is_sqlite:  # serialise seq numbers per run (SQLite's BEGIN IMMEDIATE already does)
+                s.execute(select(RunModel.id).where(RunModel.id == run_id).with_for_update())
             parent = s.get(NodeModel, parent_id)
             if parent is None or parent.run_id != run_id:
                 raise StorageError(f"parent node {parent_id} is not in run {run_id}")
@@ -294,6 +313,9 @@ class Storage:
                 config_json=json.dumps(config or {}),
                 knowledge_ids_json=json.dumps(list(knowledge_ids)),
                 review_json=json.dumps(review or {}),
+                owner=owner,
+                attempts=1 if owner else 0,
+                lease_expires_at=_lease_end(lease_s) if owner else None,
             )
             s.add(m)
             s.flush()
@@ -311,6 +333,99 @@ class Storage:
                 .values(state=NodeState.RUNNING.value, workspace=workspace, started_at=utcnow())
             )
 
+    # ---------------------------------------------------------------- claims and leases
+
+    def claim_node(self, run_id: int, owner: str, lease_s: float) -> FrozenNode | None:
+        """Claim the oldest queued node of a run (PENDING, no owner) for ``owner``, atomically.
+
+        SQLite: the write transaction starts with BEGIN IMMEDIATE, so claimers queue; PostgreSQL:
+        ``SELECT ... FOR UPDATE SKIP LOCKED`` (the pattern of job queues on PostgreSQL), and the
+        update is a compare-and-set on the owner, so a node is never held by two workers.
+
+        Returns:
+            The claimed node (``attempts`` counts this claim), or None when nothing is queued.
+        """
+        with self._session.begin() as s:
+            q = (
+                select(NodeModel.id)
+                .where(NodeModel.run_id == run_id, NodeModel.state == NodeState.PENDING.value, NodeModel.owner.is_(None))
+                .order_by(NodeModel.seq)
+                .limit(1)
+            )
+            if not self.is_sqlite:
+                q = q.with_for_update(skip_locked=True)
+            node_id = s.scalar(q)
+            if node_id is None:
+                return None
+            res = s.execute(
+                update(NodeModel)
+                .where(NodeModel.id == node_id, NodeModel.owner.is_(None), NodeModel.state == NodeState.PENDING.value)
+                .values(owner=owner, lease_expires_at=_lease_end(lease_s), attempts=NodeModel.attempts + 1)
+            )
+            if res.rowcount != 1:
+                return None
+            m = s.get(NodeModel, node_id)
+            s.refresh(m)
+            return _node(m)
+
+    def renew_leases(self, owner: str, lease_s: float) -> int:
+        """Heartbeat: extend the leases of every unfinished node ``owner`` holds.
+
+        Returns:
+            How many leases were renewed.
+        """
+        with self._session.begin() as s:
+            res = s.execute(
+                update(NodeModel)
+                .where(NodeModel.owner == owner, NodeModel.state.in_([NodeState.PENDING.value, NodeState.RUNNING.value]))
+                .values(lease_expires_at=_lease_end(lease_s))
+            )
+            return res.rowcount
+
+    def requeue_lost(self, run_id: int, max_attempts: int) -> tuple[list[int], list[int]]:
+        """Find unfinished nodes whose worker is gone and retry them.
+
+        A claim is lost when its lease expired, or when its owner ran on this host and its
+        process is gone (a SIGKILLed engine: no need to wait for the lease). Nodes claimed
+        fewer than ``max_attempts`` times are queued again (PENDING, no owner; the reason is
+        kept in ``error``); the others become INTERRUPTED. Unowned RUNNING nodes (stored before
+        claims existed) count as lost.
+
+        Returns:
+            ``(requeued_ids, interrupted_ids)``.
+        """
+        now = utcnow()
+        requeued: list[int] = []
+        interrupted: list[int] = []
+        with self._session.begin() as s:
+            q = select(NodeModel).where(
+                NodeModel.run_id == run_id,
+                NodeModel.state.in_([NodeState.PENDING.value, NodeState.RUNNING.value]),
+            )
+            if not self.is_sqlite:  # rows being claimed or finished right now are not lost
+                q = q.with_for_update(skip_locked=True)
+            rows = s.scalars(q).all()
+            for m in rows:
+                if m.owner is None:
+                    if m.state == NodeState.PENDING.value:
+                        continue  # queued, waiting for a worker
+                    why = "it was running when the engine stopped"
+                else:
+                    alive = owner_alive(m.owner)
+                    expired = m.lease_expires_at is None or m.lease_expires_at < now
+                    if alive is True or (alive is None and not expired):
+                        continue
+                    why = f"its worker {m.owner} " + ("is gone" if alive is False else "stopped renewing its lease")
+                if (m.attempts or 0) < max_attempts:
+                    m.state, m.owner, m.lease_expires_at, m.workspace, m.started_at = NodeState.PENDING.value, None, None, None, None
+                    m.error = f"attempt {m.attempts or 0} lost: {why}; queued again"
+                    requeued.append(m.id)
+                else:
+                    m.state, m.finished_at = NodeState.INTERRUPTED.value, now
+                    m.error = f"interrupted: {why} (attempt {m.attempts or 0} of {max_attempts})"
+                    interrupted.append(m.id)
+        return requeued, interrupted
+
     def finish_node(
         self,
         node_id: int,
@@ -322,12 +437,25 @@ class Storage:
         stdout_tail: str = "",
         stderr_tail: str = "",
         runtime_s: float | None = None,
+        owner: str | None = None,
     ) -> FrozenNode:
-        """Record a node's verdict. Finished nodes are immutable: a second call raises."""
+        """Record a node's verdict. Finished nodes are immutable: a second call raises.
+
+        Args:
+            owner: The worker recording it; when given, the node must still be claimed by it.
+
+        Raises:
+            ClaimLost: ``owner`` no longer holds the node (its lease expired meanwhile).
+            StorageError: no such node, or it is already finished.
+        """
         with self._session.begin() as s:
+            if not self.is_sqlite:
+                s.execute(select(NodeModel.id).where(NodeModel.id == node_id).with_for_update())
             m = s.get(NodeModel, node_id)
             if m is None:
                 raise StorageError(f"node {node_id} does not exist")
+            if owner is not None and m.owner != owner:
+                raise ClaimLost(f"node {node_id} is no longer held by {owner} (now {m.owner or 'queued'}, state {m.state}); its verdict is dropped")
             if NodeState(m.state).is_finished():
                 raise StorageError(f"node {node_id} is already finished ({m.state})")
             m.state = state.value
@@ -341,21 +469,24 @@ class Storage:
             s.flush()
             return _node(m)
 
-    def interrupt_unfinished(self, run_id: int) -> list[int]:
-        """Mark PENDING/RUNNING nodes of a run INTERRUPTED (after a crash or a stop).
+    def interrupt_unfinished(self, run_id: int, owner: str | None = None) -> list[int]:
+        """Mark PENDING/RUNNING nodes of a run INTERRUPTED (after a stop).
+
+        Args:
+            owner: Only the nodes this worker holds (a stopping worker leaves the others'
+                nodes alone); None: every unfinished node of the run.
 
         Returns:
             Ids of the nodes changed.
         """
         with self._session.begin() as s:
-            ids = list(
-                s.scalars(
-                    select(NodeModel.id).where(
-                        NodeModel.run_id == run_id,
-                        NodeModel.state.in_([NodeState.PENDING.value, NodeState.RUNNING.value]),
-                    )
-                )
+            q = select(NodeModel.id).where(
+                NodeModel.run_id == run_id,
+                NodeModel.state.in_([NodeState.PENDING.value, NodeState.RUNNING.value]),
             )
+            if owner is not None:
+                q = q.where(NodeModel.owner == owner)
+            ids = list(s.scalars(q))
             if ids:
                 s.execute(
                     update(NodeModel)

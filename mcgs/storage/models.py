@@ -12,7 +12,7 @@ import datetime as _dt
 from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 3  # changed only together with a new migration in mcgs/storage/migrations/versions
+SCHEMA_VERSION = 4  # changed only together with a new migration in mcgs/storage/migrations/versions
 
 def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
@@ -50,7 +50,13 @@ class RunModel(Base):
 
 
 class NodeModel(Base):
-    """One node: program, operator, state, engine score, reward and output tails."""
+    """One node: program, operator, state, engine score, reward and output tails.
+
+    ``owner`` is the worker holding the node's claim (``host:pid:start``), ``lease_expires_at``
+    when that claim lapses unless the worker's heartbeat renews it, and ``attempts`` how many
+    times the node was claimed (DESIGN §7: stale claims expire and are retried up to a limit).
+    A PENDING node without an owner is queued: any worker of the run may claim it.
+    """
 
     __tablename__ = "nodes"
     __table_args__ = (UniqueConstraint("run_id", "seq"), Index("ix_nodes_run_state", "run_id", "state"))
@@ -73,6 +79,9 @@ class NodeModel(Base):
     stderr_tail: Mapped[str] = mapped_column(Text, default="")
     runtime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     workspace: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_expires_at: Mapped[_dt.datetime | None] = mapped_column(nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[_dt.datetime] = mapped_column(default=utcnow)
     started_at: Mapped[_dt.datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[_dt.datetime | None] = mapped_column(nullable=True)

@@ -1,0 +1,116 @@
+"""Many `mcgs worker` processes on one run (issue 8, DESIGN §7): queued candidates are claimed
+atomically over SQLite and PostgreSQL alike, and a worker that joins a live run searches too."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from mcgs.demo import build_demo_task
+from mcgs.node import NodeState, Operator
+from mcgs.sandbox import live_candidates
+from mcgs.search import create_search
+from mcgs.settings import SearchSettings
+
+# A valid program that needs no library: constant probabilities for every OOF and test row, and
+# the sample submission as the submission. Fast, so the test measures claiming, not modelling.
+CONSTANT_PROGRAM = '''
+import csv, json, os, shutil
+task = json.load(open("input/task.json"))
+cols = task["prediction_columns"]
+os.makedirs("working", exist_ok=True)
+os.makedirs("submission", exist_ok=True)
+with open("input/folds.csv") as f:
+    rows = [r["row"] for r in csv.DictReader(f) if int(r["fold"]) >= 0]
+with open("working/oof.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["row", *cols])
+    w.writerows([r, *[0.5] * len(cols)] for r in rows)
+with open(task["files"]["test"]["path"]) as f:
+    n_test = sum(1 for _ in csv.reader(f)) - 1
+with open("working/test_pred.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["row", *cols])
+    w.writerows([i, *[0.5] * len(cols)] for i in range(n_test))
+shutil.copyfile(task["files"]["sample_submission"]["path"], "submission/submission.csv")
+'''
+
+WORKERS = 8
+QUEUED = 200
+
+
+@pytest.mark.slow
+def test_eight_worker_processes_claim_200_queued_candidates_once_each(storage_url, tmp_path):
+    task = build_demo_task(tmp_path / "task")
+    run_dir = tmp_path / "run"
+    settings = SearchSettings(time_budget_s=3600, ensemble=False, coder="recipe", plan_candidates=0, cpu_threads=1)
+    search = create_search(task, run_dir, settings=settings, storage=storage_url)
+    root = search.nodes()[0]
+    queued = [
+        search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan=f"queued {i}", code=CONSTANT_PROGRAM)
+        for i in range(QUEUED)
+    ]
+    search.storage.close()
+    cmd = [sys.executable, "-m", "mcgs", "worker", "--artifacts", str(run_dir), "--storage", storage_url, "--run", "run", "--drain"]
+    env = {**os.environ, "COLUMNS": "200"}
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(WORKERS)]
+    outputs = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-3000:]
+        assert "Traceback" not in err and "locked" not in err.lower() and "OperationalError" not in err, err[-3000:]
+
+    claimed = [int(m) for out, err in outputs for m in re.findall(r"running node (\d+) \(attempt 1\)", out + err)]
+    counts = Counter(claimed)
+    assert sorted(counts) == sorted(n.seq for n in queued)  # every queued node ran ...
+    assert max(counts.values()) == 1  # ... exactly once: no double claims
+    done_per_worker = [len(re.findall(r"running node", out + err)) for out, err in outputs]
+    assert sum(done_per_worker) == QUEUED and sum(d > 0 for d in done_per_worker) >= 2, done_per_worker
+
+    from mcgs.storage import Storage
+
+    st = Storage(storage_url)
+    nodes = [n for n in st.get_nodes(st.get_run("run").id) if n.parent_id is not None]
+    st.close()
+    assert len(nodes) == QUEUED and all(n.state is NodeState.VALID and n.attempts == 1 for n in nodes)
+    assert len({n.owner for n in nodes}) == sum(d > 0 for d in done_per_worker)
+    assert live_candidates(under=tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_worker_process_joins_a_live_run_and_both_search(tmp_path):
+    """`mcgs run` and one `mcgs worker` on the same run: both select, write and run nodes;
+    the worker stops when the run finishes, and the run's best comes from either."""
+    task = build_demo_task(tmp_path / "task")
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "MCGS_ENSEMBLE": "false", "MCGS_NODE_TIMEOUT_SHARE": "1.0"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run_dir), "--coder", "recipe", "--plans", "0",
+         "--time-budget", "75s", "--cpu-threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not (run_dir / "mcgs.db").is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    worker = subprocess.run(
+        [sys.executable, "-m", "mcgs", "worker", "--artifacts", str(run_dir)], capture_output=True, text=True, env=env, timeout=300,
+    )
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err[-3000:]
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    from mcgs.storage import Storage
+
+    st = Storage(f"sqlite:///{run_dir / 'mcgs.db'}")
+    nodes = [n for n in st.get_nodes(st.list_runs()[0].id) if n.parent_id is not None]
+    st.close()
+    owners = Counter(n.owner for n in nodes)
+    assert len(owners) == 2, owners  # the run's process and the worker each made and ran nodes
+    assert all(n.state is not NodeState.RUNNING and n.state is not NodeState.PENDING for n in nodes)
+    assert (run_dir / "best" / "submission.csv").is_file()
+    assert live_candidates(under=tmp_path) == []
