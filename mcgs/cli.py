@@ -419,6 +419,14 @@ def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
     iso = search.run_record.isolation
     out.print(f"isolation of the candidates: {iso}" + (" (bubblewrap: no network, only their workspace writable)" if iso == "namespaces" else " (limits and a scrubbed environment; no bubblewrap)"))
     out.print(f"coder: {search.settings.coder}")
+    running = [n for n in nodes if n.state.value in ("running", "pending") and n.owner]
+    queued = sum(1 for n in nodes if n.state.value == "pending" and not n.owner)
+    retried = sum(1 for n in nodes if n.attempts > 1)
+    if running or queued or retried:
+        out.print(
+            f"in flight: {len(running)} node(s) on {len({n.owner for n in running})} worker(s); {queued} queued"
+            + (f"; {retried} node(s) rerun after their worker was lost" if retried else "")
+        )
     _show_spend(search)
 
 

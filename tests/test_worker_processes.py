@@ -114,3 +114,21 @@ def test_a_worker_process_joins_a_live_run_and_both_search(tmp_path):
     assert all(n.state is not NodeState.RUNNING and n.state is not NodeState.PENDING for n in nodes)
     assert (run_dir / "best" / "submission.csv").is_file()
     assert live_candidates(under=tmp_path) == []
+
+
+def test_status_shows_nodes_in_flight_their_workers_and_the_queue(tmp_path):
+    from typer.testing import CliRunner
+
+    from mcgs.cli import app
+
+    task = build_demo_task(tmp_path / "task")
+    search = create_search(task, tmp_path / "run", settings=SearchSettings(coder="recipe", plan_candidates=0))
+    root = search.nodes()[0]
+    for owner in ("host-a:1:1", "host-b:2:1", None):
+        n = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="", code=CONSTANT_PROGRAM, owner=owner)
+        if owner:
+            search.storage.set_running(n.id, f"nodes/{n.seq:05d}")
+    search.storage.close()
+    result = CliRunner().invoke(app, ["status", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "in flight: 2 node(s) on 2 worker(s); 1 queued" in result.output
