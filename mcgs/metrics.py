@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Metric", "get_metric", "metric_names", "UnknownMetricError"]
+__all__ = ["Metric", "get_metric", "metric_names", "register_metric", "UnknownMetricError"]
 
 
 class UnknownMetricError(ValueError):
@@ -149,6 +149,8 @@ _REGISTRY: dict[str, Metric] = {
     )
 }
 
+_BUILTIN = frozenset(_REGISTRY)
+
 # Aliases: common spellings and MLE-bench grader names (mlebench/grade_helpers + each
 # competition's config.yaml `grader.name`).
 _ALIASES: dict[str, str] = {
@@ -180,6 +182,51 @@ _ALIASES: dict[str, str] = {
     "mean-column-wise-rmsle": "mean_column_rmsle",
     "column-wise-rmsle": "mean_column_rmsle",
 }
+
+
+def register_metric(
+    name: str,
+    fn: Callable[..., float],
+    *,
+    higher_is_better: bool,
+    needs_proba: bool = False,
+    kind: str = "classification",
+    replace: bool = False,
+) -> Metric:
+    """Add a user-defined metric, usable as ``metric:`` in task.yaml or ``TaskSpec.metric``.
+
+    The engine scores with it like with a built-in metric: ``fn(y_true, y_pred, **kw)`` on the
+    OOF rows, in the given direction, fixed once per task. Register it in every process that
+    opens the run (the run stores only the name), before creating or loading the search.
+
+    Args:
+        name: Canonical name (lower case; must not clash with a built-in name or alias).
+        fn: ``fn(y_true, y_pred, **kwargs) -> float``. ``y_true``: 0/1 for binary tasks (1 is
+            the positive class), class labels as strings for multi-class, floats for
+            regression. ``y_pred`` as described in :class:`Metric` (probabilities when
+            ``needs_proba``, else labels or values). Extra keywords such as ``labels`` may be
+            passed: accept ``**kwargs``.
+        higher_is_better: The metric's direction.
+        needs_proba: True when ``fn`` takes probabilities.
+        kind: ``classification`` or ``regression``.
+        replace: Allow redefining a metric registered earlier by a user.
+
+    Raises:
+        ValueError: a bad name or kind, a clash with a built-in, or a second registration
+            without ``replace``.
+    """
+    key = name.strip().lower()
+    if not key or key != name or not key.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"metric name {name!r}: use lower-case letters, digits, '_' or '-'")
+    if kind not in ("classification", "regression"):
+        raise ValueError(f"metric {name!r}: kind must be 'classification' or 'regression', got {kind!r}")
+    if key in _BUILTIN or key in _ALIASES:
+        raise ValueError(f"metric {name!r} is built in; choose another name")
+    if key in _REGISTRY and not replace:
+        raise ValueError(f"metric {name!r} is already registered; pass replace=True to redefine it")
+    metric = Metric(key, bool(higher_is_better), bool(needs_proba), kind, fn)
+    _REGISTRY[key] = metric
+    return metric
 
 
 def metric_names() -> list[str]:

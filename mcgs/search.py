@@ -218,6 +218,36 @@ class Search:
         """The search graph rebuilt from storage alone."""
         return build_graph(self.storage.get_nodes(self.run_id), self.storage.get_edges(self.run_id))
 
+    def nodes_dataframe(self):
+        """The run's nodes as a pandas DataFrame, one row per node in creation order (the root
+        excluded), like Optuna's ``trials_dataframe``.
+
+        Columns: ``seq`` (node number), ``id``, ``parent_seq``, ``operator``, ``state``,
+        ``score`` (engine CV score in the task metric; NaN unless valid), ``reward``,
+        ``runtime_s``, ``depth``, ``attempts``, ``owner``, ``plan``, ``error``,
+        ``knowledge_ids`` (comma-separated), ``created_at``, ``finished_at`` (UTC).
+        """
+        import pandas as pd
+
+        nodes = self.nodes()
+        seq_of = {n.id: n.seq for n in nodes}
+        rows = [
+            {
+                "seq": n.seq, "id": n.id, "parent_seq": seq_of.get(n.parent_id), "operator": n.operator.value, "state": n.state.value,
+                "score": n.score, "reward": n.reward, "runtime_s": n.runtime_s, "depth": n.depth, "attempts": n.attempts,
+                "owner": n.owner, "plan": n.plan, "error": n.error, "knowledge_ids": ",".join(n.knowledge_ids),
+                "created_at": n.created_at, "finished_at": n.finished_at,
+            }
+            for n in nodes
+            if n.parent_id is not None
+        ]
+        columns = ["seq", "id", "parent_seq", "operator", "state", "score", "reward", "runtime_s", "depth", "attempts",
+                   "owner", "plan", "error", "knowledge_ids", "created_at", "finished_at"]
+        df = pd.DataFrame(rows, columns=columns)
+        df["score"] = df["score"].astype(float)
+        df["parent_seq"] = df["parent_seq"].astype("Int64")
+        return df
+
     @property
     def best_node(self) -> FrozenNode | None:
         """The valid node with the best engine score (task direction), or None."""
@@ -228,8 +258,15 @@ class Search:
 
     # ------------------------------------------------------------------ loop
 
-    def run(self) -> FrozenNode | None:
+    def run(self, time_budget: str | float | None = None, workers: int | None = None, max_nodes: int | None = None) -> FrozenNode | None:
         """Search until the time or node budget is spent, then build the final ensemble.
+
+        Args:
+            time_budget: The run's total wall budget (seconds, or ``"10m"``, ``"2h"``); default
+                the stored one. Time already spent counts against it.
+            workers: Candidates to run at once in this process; default the stored setting.
+            max_nodes: Stop after this many finished nodes; default the stored setting.
+            (Given values are stored with the run, so a later resume keeps them.)
 
         Returns:
             The final node (see :attr:`final_node`), or None when no valid node was found.
@@ -237,8 +274,22 @@ class Search:
         Raises:
             KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
                 run as ``stopped`` (resume with :func:`open_search`).
+            ValueError: a budget or worker count that is not positive.
         """
         from mcgs.sandbox import kill_candidates
+        from mcgs.settings import parse_duration
+
+        changes: dict[str, Any] = {}
+        if time_budget is not None:
+            changes["time_budget_s"] = parse_duration(time_budget)
+        if workers is not None:
+            changes["workers"] = workers
+        if max_nodes is not None:
+            changes["max_nodes"] = max_nodes
+        if changes:
+            self.settings = SearchSettings(**{**self.settings.model_dump(), **changes})
+            self.clock.budget_s = self.settings.time_budget_s
+            self.storage.update_run(self.run_id, settings_json=json.dumps(self.settings.model_dump(mode="json"), default=str))
 
         orphans = kill_candidates(self.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
         if orphans:

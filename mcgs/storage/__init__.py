@@ -260,8 +260,9 @@ class Storage:
             return [_run(m) for m in s.scalars(select(RunModel).order_by(RunModel.id))]
 
     def update_run(self, run_id: int, **fields: Any) -> None:
-        """Update run columns (``status``, ``elapsed_s``, ``best_node_id``, ``isolation``)."""
-        allowed = {"status", "elapsed_s", "best_node_id", "isolation"}
+        """Update run columns (``status``, ``elapsed_s``, ``best_node_id``, ``isolation``,
+        ``settings_json``)."""
+        allowed = {"status", "elapsed_s", "best_node_id", "isolation", "settings_json"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"cannot update run fields {sorted(unknown)}")
