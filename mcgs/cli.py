@@ -460,6 +460,23 @@ def _show_spend(search) -> None:
     out.print("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common()))
 
 
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="Run directory (finished, stopped or still running)."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
+    storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password."),
+) -> None:
+    """Write one self-contained HTML report of a run: the search graph (click a node for its plan,
+    program, diff and output), the best score over time and a table of nodes."""
+    with _user_errors():
+        from mcgs.report import write_report
+        from mcgs.search import open_search
+
+        search = open_search(run_dir, storage=storage)
+        path = write_report(search, output)
+    out.print(f"report written to {path} ({path.stat().st_size / 2**20:.1f} MiB; opens without a network)")
+
+
 @app.command("set")
 def set_live(
     run_dir: Path = typer.Argument(..., help="Run directory (the run may be running)."),

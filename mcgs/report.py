@@ -1,0 +1,171 @@
+"""``mcgs report``: one self-contained HTML file describing a run, drawn from its storage alone.
+
+The file holds the search graph (nodes coloured by state, shaped by operator, edges drawn by
+kind; clicking a node shows its plan, program, diff to its primary parent, output tails, score,
+runtime and LLM cost), the best-so-far score over time, and a table of all nodes. Charts are
+plotly figures with plotly.js inlined, so the file opens without a network.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render_report", "write_report"]
+
+STATE_COLOURS = {
+    "valid": "#2ca02c", "buggy": "#d62728", "timeout": "#ff7f0e", "oom": "#8c564b", "invalid_output": "#e377c2",
+    "rejected": "#7f7f7f", "interrupted": "#bcbd22", "running": "#1f77b4", "pending": "#17becf", "root": "#000000",
+}
+OPERATOR_SYMBOLS = {
+    "root": "star", "draft": "circle", "debug": "x", "improve": "triangle-up", "evolve": "diamond",
+    "fusion": "hexagon", "aggregate": "hexagram", "ensemble": "square",
+}
+EDGE_STYLES = {  # kind -> (colour, dash)
+    "derives": ("#555555", "solid"), "fuses": ("#9467bd", "dash"), "references": ("#17becf", "dot"), "ensembles": ("#ff7f0e", "dashdot"),
+}
+
+
+def _layout(nodes, edges) -> dict[int, tuple[float, float]]:
+    """Node positions for drawing the primary-parent tree: ``y = -depth``; leaves take
+    consecutive ``x`` in depth-first order and a parent sits above the mean of its children
+    (the idea of Reingold and Tilford's tidy trees, without their compaction)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(n.id for n in nodes)
+    g.add_edges_from((e.src, e.dst) for e in edges if e.kind.value == "derives")
+    depth = {n.id: n.depth for n in nodes}
+    roots = [n.id for n in nodes if n.parent_id is None]
+    x: dict[int, float] = {}
+    next_leaf = 0.0
+    for root in roots:
+        for v in nx.dfs_postorder_nodes(g, root):
+            kids = [c for c in g.successors(v) if c in x]
+            if kids:
+                x[v] = sum(x[c] for c in kids) / len(kids)
+            else:
+                x[v] = next_leaf
+                next_leaf += 1.0
+    for n in nodes:  # anything unreachable from a root (should not happen) goes to the right
+        if n.id not in x:
+            x[n.id] = next_leaf
+            next_leaf += 1.0
+    return {i: (x[i], -float(depth[i])) for i in x}
+
+
+def _node_costs(search) -> dict[int, float]:
+    costs: dict[int, float] = {}
+    for call in search.storage.llm_calls(search.run_id):
+        if call.node_seq is not None:
+            costs[call.node_seq] = costs.get(call.node_seq, 0.0) + call.cost_usd
+    return costs
+
+
+def _details(search, nodes) -> dict[str, dict[str, Any]]:
+    by_id = {n.id: n for n in nodes}
+    costs = _node_costs(search)
+    out = {}
+    for n in nodes:
+        parent = by_id.get(n.parent_id) if n.parent_id is not None else None
+        diff = ""
+        if parent is not None and parent.code and n.code:
+            diff = "".join(difflib.unified_diff(parent.code.splitlines(True), n.code.splitlines(True),
+                                                f"node {parent.seq}", f"node {n.seq}", n=2))
+        out[str(n.seq)] = {
+            "seq": n.seq, "operator": n.operator.value, "state": n.state.value, "score": n.score, "reward": n.reward,
+            "runtime_s": n.runtime_s, "parent": parent.seq if parent else None, "plan": n.plan, "code": n.code,
+            "diff": diff, "error": n.error or "", "stdout": n.stdout_tail, "stderr": n.stderr_tail,
+            "cost_usd": round(costs.get(n.seq, 0.0), 6), "attempts": n.attempts,
+            "review": n.review.get("reasons", []) if isinstance(n.review, dict) else [],
+        }
+    return out
+
+
+def _graph_figure(search, nodes, edges):
+    import plotly.graph_objects as go
+
+    pos = _layout(nodes, edges)
+    by_id = {n.id: n for n in nodes}
+    fig = go.Figure()
+    for kind, (colour, dash) in EDGE_STYLES.items():
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for e in edges:
+            if e.kind.value == kind and e.src in pos and e.dst in pos:
+                xs += [pos[e.src][0], pos[e.dst][0], None]
+                ys += [pos[e.src][1], pos[e.dst][1], None]
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"edge: {kind}", hoverinfo="skip",
+                                     line=dict(color=colour, dash=dash, width=1.2)))
+    metric = search.task.metric
+    for state in sorted({n.state.value for n in nodes}):
+        group = [n for n in nodes if n.state.value == state]
+        fig.add_trace(go.Scatter(
+            x=[pos[n.id][0] for n in group], y=[pos[n.id][1] for n in group], mode="markers", name=f"node: {state}",
+            marker=dict(size=14, color=STATE_COLOURS.get(state, "#333333"), symbol=[OPERATOR_SYMBOLS.get(n.operator.value, "circle") for n in group],
+                        line=dict(width=1, color="#222222")),
+            customdata=[n.seq for n in group],
+            text=[f"node {n.seq} · {n.operator.value} · {state}" + (f" · {metric} {n.score:.5g}" if n.score is not None else "") for n in group],
+            hovertemplate="%{text}<extra></extra>",
+        ))
+    best = search.best_node
+    if best is not None and best.id in by_id:
+        fig.add_annotation(x=pos[best.id][0], y=pos[best.id][1], text="best", showarrow=True, arrowhead=2, ay=-30)
+    fig.update_layout(autosize=True, margin=dict(l=20, r=20, t=30, b=20), clickmode="event",
+                      xaxis=dict(visible=False), yaxis=dict(visible=False, title="depth"), legend=dict(orientation="h"))
+    return fig
+
+
+def _progress_figure(search):
+    import plotly.graph_objects as go
+
+    from mcgs.plots import best_so_far
+
+    points = best_so_far(search)
+    fig = go.Figure()
+    if points:
+        fig.add_trace(go.Scatter(x=[t for t, _ in points], y=[s for _, s in points], mode="lines+markers", line_shape="hv",
+                                 name="best so far"))
+    fig.update_layout(autosize=True, margin=dict(l=50, r=20, t=30, b=40), xaxis_title="seconds since the first node",
+                      yaxis_title=f"{search.task.metric} ({'higher' if search.task.higher_is_better else 'lower'} is better)")
+    return fig
+
+
+def render_report(search) -> str:
+    """The report of ``search`` as one HTML document (str), plotly.js inlined."""
+    import plotly.io as pio
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    nodes = search.nodes()
+    edges = search.storage.get_edges(search.run_id)
+    graph_html = pio.to_html(_graph_figure(search, nodes, edges), include_plotlyjs=True, full_html=False, div_id="graph",
+                             config={"displaylogo": False, "responsive": True}, default_width="100%", default_height="560px")
+    progress_html = pio.to_html(_progress_figure(search), include_plotlyjs=False, full_html=False, div_id="progress",
+                                config={"displaylogo": False, "responsive": True}, default_width="100%", default_height="320px")
+    rec = search.storage.get_run(search.run_record.name)
+    best = search.final_node
+    env = Environment(loader=PackageLoader("mcgs", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    table = [n for n in nodes if n.parent_id is not None]
+    return env.get_template("report.html.j2").render(
+        run=rec, task=search.task, settings=search.settings, best=best, nodes=table, seq_of={n.id: n.seq for n in nodes if n.parent_id is not None},
+        graph_html=graph_html, progress_html=progress_html,
+        details_json=json.dumps(_details(search, nodes)).replace("</", "<\\/"),
+        spend=search.storage.llm_spend_usd(search.run_id), esc=html.escape,
+        counts={s: sum(1 for n in table if n.state.value == s) for s in sorted({n.state.value for n in table})},
+    )
+
+
+def write_report(search, path: str | Path) -> Path:
+    """Write :func:`render_report` to ``path`` atomically. Returns the path."""
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_report(search), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,105 @@
+"""`mcgs report` (issue 9): one self-contained HTML file from storage alone; rendered in a real
+headless browser (Debian's chromium + chromium-driver, installed by .ci/run), where clicking a
+node of the graph shows its program."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from mcgs.cli import app
+from mcgs.coders.recipe import RecipeCoder
+from mcgs.demo import build_demo_task
+from mcgs.search import create_search, open_search
+from mcgs.settings import SearchSettings
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("report")
+    task = build_demo_task(base / "task")
+    settings = SearchSettings(time_budget_s=240, max_nodes=4, num_drafts=2, plan_candidates=0, node_timeout_share=1.0, coder="recipe")
+    search = create_search(task, base / "run", settings=settings, coder=RecipeCoder(models=("model.logistic_regression", "model.knn")))
+    search.run()
+    search.storage.close()
+    return base / "run"
+
+
+def test_the_report_is_one_self_contained_file_drawn_from_storage(finished_run, tmp_path):
+    res = CliRunner().invoke(app, ["report", str(finished_run), "-o", str(tmp_path / "r.html")], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "r.html").read_text()
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=\"?http", text)  # nothing fetched from a network
+    assert "Plotly" in text and 'id="graph"' in text and 'id="progress"' in text
+    search = open_search(finished_run)
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    assert len(re.findall(r'<tr class="node-row"', text)) == len(nodes)
+    for n in nodes:
+        assert f'data-seq="{n.seq}"' in text
+    improve = next(n for n in nodes if n.operator.value == "improve")
+    assert "Diff to its parent" in text and f"node {improve.seq}" in text
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(options=opts, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
+
+
+@pytest.mark.slow
+def test_the_report_renders_in_a_browser_and_a_click_on_a_node_shows_its_code(finished_run, tmp_path):
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("CI=true but chromium / chromedriver are missing (.ci/run installs them)")
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    pytest.importorskip("selenium")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from mcgs.report import write_report
+
+    search = open_search(finished_run)
+    path = write_report(search, tmp_path / "report.html")
+    valid = next(n for n in search.nodes() if n.is_valid and n.operator.value == "draft")
+    driver = _browser()
+    try:
+        driver.get(path.as_uri())
+        wait = WebDriverWait(driver, 30)
+        points = wait.until(ec.presence_of_all_elements_located((By.CSS_SELECTOR, "#graph .scatterlayer .trace .points path.point")))
+        assert len(points) == len(search.nodes())  # every node drawn, the root included
+        assert driver.find_elements(By.CSS_SELECTOR, "#progress .scatterlayer .trace")  # the best-so-far curve
+        # click the graph point of a valid draft: plotly's hover/click layer sits over the points,
+        # so click at the point's position on the page
+        idx = driver.execute_script(
+            "const g = document.getElementById('graph'); for (let t = 0; t < g.data.length; t++) {"
+            " const cd = g.data[t].customdata || []; const i = cd.indexOf(arguments[0]); if (i >= 0) return [t, i]; } return null;",
+            valid.seq,
+        )
+        assert idx is not None
+        trace_el = driver.find_elements(By.CSS_SELECTOR, "#graph .scatterlayer .trace")[idx[0]]
+        point = trace_el.find_elements(By.CSS_SELECTOR, "path.point")[idx[1]]
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        ActionChains(driver).move_to_element(point).click().perform()
+        wait.until(lambda d: d.find_element(By.ID, "node-panel").get_attribute("data-seq") == str(valid.seq))
+        panel = driver.find_element(By.ID, "node-panel")
+        code = panel.find_element(By.CSS_SELECTOR, "pre.code").text
+        assert code.strip().splitlines()[0] == valid.code.strip().splitlines()[0]
+        assert "working/oof.csv" in code or "OOF" in code or "oof" in code
+        # a row of the table opens the same panel
+        other = next(n for n in search.nodes() if n.parent_id is not None and n.seq != valid.seq)
+        driver.find_element(By.CSS_SELECTOR, f'#node-table tr[data-seq="{other.seq}"]').click()
+        wait.until(lambda d: d.find_element(By.ID, "node-panel").get_attribute("data-seq") == str(other.seq))
+    finally:
+        driver.quit()
