@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -199,7 +200,10 @@ def _summary(search) -> None:
     if search.stop_reason:
         t.add_row("stopped because", search.stop_reason)
     out.print(t)
-    _show_spend(search)
+    from mcgs.status_view import spend_view
+
+    for part in spend_view(search):
+        out.print(part)
 
 
 @app.command()
@@ -395,69 +399,35 @@ def worker(
 
 
 @app.command()
-def status(run_dir: Path = typer.Argument(..., help="Run directory.")) -> None:
-    """Show the nodes of a run by state and operator, and its best node."""
+def status(
+    run_dir: Path = typer.Argument(..., help="Run directory."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Keep the view live (refreshed every --interval) until the run ends or Ctrl-C."),
+    interval: float = typer.Option(2.0, min=0.2, help="Seconds between refreshes with --watch."),
+    storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password."),
+) -> None:
+    """Show a run: budget, best node and its lineage, nodes by operator and state, the top nodes,
+    nodes in flight, isolation and LLM spend. Works on a finished, stopped or running search."""
     with _user_errors():
-        from collections import Counter
-
         from mcgs.search import open_search
+        from mcgs.status_view import status_view
 
-        search = open_search(run_dir)
-    nodes = [n for n in search.nodes() if n.parent_id is not None]
-    t = Table(title=f"run {search.run_dir} ({search.run_record.status})")
-    t.add_column("operator")
-    states = sorted({n.state.value for n in nodes})
-    for s in states:
-        t.add_column(s, justify="right")
-    counts = Counter((n.operator.value, n.state.value) for n in nodes)
-    for op in sorted({n.operator.value for n in nodes}):
-        t.add_row(op, *[str(counts.get((op, s), 0)) for s in states])
-    out.print(t)
-    best = search.final_node
-    if best:
-        out.print(f"chosen {search.task.metric}: {best.score:.6f} (node {best.seq}); elapsed {search.clock.elapsed_before:.0f}s of {search.clock.budget_s:.0f}s")
-    iso = search.run_record.isolation
-    out.print(f"isolation of the candidates: {iso}" + (" (bubblewrap: no network, only their workspace writable)" if iso == "namespaces" else " (limits and a scrubbed environment; no bubblewrap)"))
-    out.print(f"coder: {search.settings.coder}")
-    running = [n for n in nodes if n.state.value in ("running", "pending") and n.owner]
-    queued = sum(1 for n in nodes if n.state.value == "pending" and not n.owner)
-    retried = sum(1 for n in nodes if n.attempts > 1)
-    if running or queued or retried:
-        out.print(
-            f"in flight: {len(running)} node(s) on {len({n.owner for n in running})} worker(s); {queued} queued"
-            + (f"; {retried} node(s) rerun after their worker was lost" if retried else "")
-        )
-    _show_spend(search)
-
-
-def _show_spend(search) -> None:
-    """LLM spend of a run by operator and model (from the cost ledger), and who wrote the nodes."""
-    from collections import Counter, defaultdict
-
-    calls = search.storage.llm_calls(search.run_id)
-    if not calls:
+        search = open_search(run_dir, storage=storage)
+    if not watch:
+        out.print(status_view(search))
         return
-    agg: dict = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0])
-    for c in calls:
-        a = agg[(c.operator, c.model)]
-        a[0] += 1
-        a[1] += c.input_tokens
-        a[2] += c.cache_write_tokens
-        a[3] += c.cache_read_tokens
-        a[4] += c.output_tokens
-        a[5] += c.cost_usd
-    t = Table(title="LLM spend (cost ledger)")
-    for col in ("operator", "model", "calls", "input", "cache write", "cache read", "output", "USD"):
-        t.add_column(col, justify="left" if col in ("operator", "model") else "right")
-    for (op, model), a in sorted(agg.items()):
-        t.add_row(op, model, *(str(x) for x in a[:5]), f"{a[5]:.4f}")
-    t.add_row("total", "", str(len(calls)), *(str(sum(a[i] for a in agg.values())) for i in range(1, 5)), f"{sum(a[5] for a in agg.values()):.4f}")
-    out.print(t)
-    limit = search.settings.llm.max_cost_usd
-    if limit is not None:
-        out.print(f"LLM budget: ${sum(c.cost_usd for c in calls):.4f} of ${limit:.2f}")
-    authors = Counter(n.config.get("author", "recipe") for n in search.nodes() if n.parent_id is not None and n.operator.value != "ensemble")
-    out.print("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common()))
+    from rich.live import Live
+
+    try:
+        with Live(status_view(search), console=out, refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(interval)
+                live.update(status_view(search))
+                if search.storage.get_run(search.run_record.name).status in ("finished", "stopped"):
+                    break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        search.storage.close()
 
 
 @app.command()

@@ -85,7 +85,8 @@ def test_eight_worker_processes_claim_200_queued_candidates_once_each(storage_ur
 @pytest.mark.slow
 def test_a_worker_process_joins_a_live_run_and_both_search(tmp_path):
     """`mcgs run` and one `mcgs worker` on the same run: both select, write and run nodes;
-    the worker stops when the run finishes, and the run's best comes from either."""
+    the worker stops when the run finishes, and the run's best comes from either. A
+    `mcgs status --watch` follows the run live and ends with it."""
     task = build_demo_task(tmp_path / "task")
     run_dir = tmp_path / "run"
     env = {**os.environ, "MCGS_ENSEMBLE": "false", "MCGS_NODE_TIMEOUT_SHARE": "1.0"}
@@ -98,12 +99,17 @@ def test_a_worker_process_joins_a_live_run_and_both_search(tmp_path):
     while not (run_dir / "mcgs.db").is_file() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)
+    watch = subprocess.Popen([sys.executable, "-m", "mcgs", "status", str(run_dir), "--watch", "--interval", "0.5"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, "COLUMNS": "200"})
     worker = subprocess.run(
         [sys.executable, "-m", "mcgs", "worker", "--artifacts", str(run_dir)], capture_output=True, text=True, env=env, timeout=300,
     )
     out, err = run.communicate(timeout=300)
     assert run.returncode == 0, err[-3000:]
     assert worker.returncode == 0, worker.stderr[-3000:]
+    watched, werr = watch.communicate(timeout=60)  # the live view ends by itself when the run finishes
+    assert watch.returncode == 0, werr[-2000:]
+    assert "finished" in watched and "top " in watched and "lineage:" in watched
     from mcgs.storage import Storage
 
     st = Storage(f"sqlite:///{run_dir / 'mcgs.db'}")

@@ -108,6 +108,7 @@ class RunRecord:
     elapsed_s: float
     best_node_id: int | None
     created_at: _dt.datetime
+    updated_at: _dt.datetime | None = None
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -169,6 +170,7 @@ def _run(m: RunModel) -> RunRecord:
         elapsed_s=m.elapsed_s,
         best_node_id=m.best_node_id,
         created_at=m.created_at,
+        updated_at=m.updated_at,
     )
 
 

@@ -1,0 +1,127 @@
+"""What ``mcgs status`` shows, as rich renderables built from storage alone, so the same view
+serves a finished run, a stopped one and (with ``--watch``) one that another process runs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter, defaultdict
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["status_view", "spend_view", "live_elapsed"]
+
+TOP_K = 5
+
+
+def live_elapsed(run) -> float:
+    """Seconds of budget spent: the stored figure, plus the time since the run's last write when
+    it is running (the engine stores its clock after every node)."""
+    if run.status != "running" or run.updated_at is None:
+        return run.elapsed_s
+    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    return run.elapsed_s + max(0.0, (now - run.updated_at).total_seconds())
+
+
+def _lineage(best, by_id) -> str:
+    chain = []
+    node = best
+    while node is not None and node.parent_id is not None:
+        chain.append(f"{node.operator.value} {node.seq}")
+        node = by_id.get(node.parent_id)
+    return " → ".join(reversed(chain))
+
+
+def status_view(search) -> Group:
+    """The status of ``search`` (re-read from its storage): budget, best node and its lineage,
+    nodes by operator and state, the top nodes, nodes in flight and their workers, isolation,
+    coder and LLM spend."""
+    run = search.storage.get_run(search.run_record.name)
+    all_nodes = search.nodes()
+    by_id = {n.id: n for n in all_nodes}
+    nodes = [n for n in all_nodes if n.parent_id is not None]
+    task = search.task
+    parts: list = []
+
+    budget = search.settings.time_budget_s
+    spent = live_elapsed(run)
+    head = Text.assemble(
+        ("run ", "bold"), (str(search.run_dir), "bold cyan"), f"  {run.status}  ",
+        f"budget {spent:.0f} s of {budget:.0f} s ({min(100.0, 100 * spent / budget):.0f} %)  ",
+        f"metric {task.metric} ({'higher' if task.higher_is_better else 'lower'} is better)",
+    )
+    parts.append(head)
+
+    t = Table(title="nodes by operator and state", title_justify="left")
+    t.add_column("operator")
+    states = sorted({n.state.value for n in nodes})
+    for s in states:
+        t.add_column(s, justify="right")
+    counts = Counter((n.operator.value, n.state.value) for n in nodes)
+    for op in sorted({n.operator.value for n in nodes}):
+        t.add_row(op, *[str(counts.get((op, s), 0)) for s in states])
+    parts.append(t)
+
+    best = search.final_node
+    if best:
+        parts.append(Text(f"chosen {task.metric}: {best.score:.6f} (node {best.seq}, {best.operator.value}); "
+                          f"elapsed {spent:.0f}s of {budget:.0f}s"))
+        singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
+        single = (max if task.higher_is_better else min)(singles, key=lambda n: n.score) if singles else None
+        if single is not None:
+            parts.append(Text(f"best single node {single.seq}: {task.metric} {single.score:.6f}; lineage: {_lineage(single, by_id)}"))
+    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: n.score, reverse=task.higher_is_better)[:TOP_K]
+    if valid:
+        top = Table(title=f"top {len(valid)} nodes", title_justify="left")
+        for col in ("node", "operator", task.metric, "runtime (s)", "plan"):
+            top.add_column(col, justify="right" if col in ("node", task.metric, "runtime (s)") else "left")
+        for n in valid:
+            top.add_row(str(n.seq), n.operator.value, f"{n.score:.6g}", f"{n.runtime_s or 0:.1f}", Text((n.plan or "")[:90], overflow="ellipsis", no_wrap=True))
+        parts.append(top)
+
+    running = [n for n in nodes if n.state.value in ("running", "pending") and n.owner]
+    queued = sum(1 for n in nodes if n.state.value == "pending" and not n.owner)
+    retried = sum(1 for n in nodes if n.attempts > 1)
+    if running or queued or retried:
+        parts.append(Text(
+            f"in flight: {len(running)} node(s) on {len({n.owner for n in running})} worker(s); {queued} queued"
+            + (f"; {retried} node(s) rerun after their worker was lost" if retried else "")
+        ))
+    iso = run.isolation
+    parts.append(Text(f"isolation of the candidates: {iso}" + (
+        " (bubblewrap: no network, only their workspace writable)" if iso == "namespaces" else " (limits and a scrubbed environment; no bubblewrap)")))
+    parts.append(Text(f"coder: {search.settings.coder}"))
+    parts.extend(spend_view(search))
+    return Group(*parts)
+
+
+def spend_view(search) -> list:
+    """LLM spend by operator and model (from the cost ledger), and who wrote the nodes; empty
+    when the run made no LLM call."""
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    calls = search.storage.llm_calls(search.run_id)
+    if not calls:
+        return []
+    agg: dict = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0])
+    for c in calls:
+        a = agg[(c.operator, c.model)]
+        a[0] += 1
+        a[1] += c.input_tokens
+        a[2] += c.cache_write_tokens
+        a[3] += c.cache_read_tokens
+        a[4] += c.output_tokens
+        a[5] += c.cost_usd
+    t = Table(title="LLM spend (cost ledger)", title_justify="left")
+    for col in ("operator", "model", "calls", "input", "cache write", "cache read", "output", "USD"):
+        t.add_column(col, justify="left" if col in ("operator", "model") else "right")
+    for (op, model), a in sorted(agg.items()):
+        t.add_row(op, model, *(str(x) for x in a[:5]), f"{a[5]:.4f}")
+    t.add_row("total", "", str(len(calls)), *(str(sum(a[i] for a in agg.values())) for i in range(1, 5)), f"{sum(a[5] for a in agg.values()):.4f}")
+    out: list = [t]
+    limit = search.settings.llm.max_cost_usd
+    if limit is not None:
+        out.append(Text(f"LLM budget: ${sum(c.cost_usd for c in calls):.4f} of ${limit:.2f}"))
+    authors = Counter(n.config.get("author", "recipe") for n in nodes if n.operator.value != "ensemble")
+    out.append(Text("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common())))
+    return out
