@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test demo test clean
+.PHONY: install install-test demo test docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: install
 ## Run the test suite (tests needing ../shared/data skip when it is absent, unless CI=true).
 test: install-test
 	$(BIN)/python -m pytest -q
+
+## Regenerate the CLI reference (docs/cli.md) from the commands' own help texts.
+docs: install
+	$(BIN)/typer mcgs.cli utils docs --name mcgs --output docs/cli.md
 
 clean:
 	rm -rf $(VENV) demo_run .pytest_cache *.egg-info

@@ -54,9 +54,16 @@ def _user_errors():
     try:
         yield
     except ValidationError as exc:  # settings from options or MCGS_* environment variables
+        from mcgs.settings import settings_file
+
+        try:
+            path = settings_file()
+        except ValueError:
+            path = None
         _fail(
             f"invalid {exc.title} value:\n" + describe_validation_error(exc)
-            + "\n  (set by a command-line option or an MCGS_<NAME> environment variable, e.g. MCGS_NUM_DRAFTS=5)"
+            + "\n  (set by a command-line option or an MCGS_<NAME> environment variable, e.g. MCGS_NUM_DRAFTS=5"
+            + (f", or in the settings file {path}" if path else "") + ")"
         )
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))

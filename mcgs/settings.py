@@ -1,17 +1,41 @@
 """Search settings: every constant of the search is a setting, with its source.
 
 Settings come from arguments, then environment variables prefixed ``MCGS_`` (e.g.
-``MCGS_NUM_DRAFTS=8``), then defaults (DESIGN §7).
+``MCGS_NUM_DRAFTS=8``), then a settings file, then defaults (DESIGN §7). The settings file is
+TOML: ``MCGS_SETTINGS_FILE`` names it, else ``mcgs.toml`` in the working directory is read when
+present (keys are the field names; ``[llm]`` holds the :class:`LLMSettings`).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration"]
+__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "settings_file"]
+
+SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
+DEFAULT_SETTINGS_FILE = "mcgs.toml"
+
+
+def settings_file() -> Path | None:
+    """The settings file in force: ``$MCGS_SETTINGS_FILE`` (which must exist), else
+    ``./mcgs.toml`` when present, else None.
+
+    Raises:
+        ValueError: ``MCGS_SETTINGS_FILE`` names a file that does not exist.
+    """
+    named = os.environ.get(SETTINGS_FILE_ENV)
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ValueError(f"{SETTINGS_FILE_ENV}={named}: no such file; create it or unset the variable")
+        return path
+    path = Path(DEFAULT_SETTINGS_FILE)
+    return path if path.is_file() else None
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -223,6 +247,23 @@ class SearchSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(env_prefix="MCGS_", extra="forbid", env_nested_delimiter="__")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+        """Arguments, then ``MCGS_*`` environment variables, then the TOML settings file."""
+        import tomllib
+
+        from pydantic_settings import TomlConfigSettingsSource
+
+        path = settings_file()
+        if path is None:
+            return (init_settings, env_settings)
+        try:
+            with path.open("rb") as fh:
+                tomllib.load(fh)  # fail here, naming the file, rather than deep in pydantic
+        except (tomllib.TOMLDecodeError, OSError) as exc:
+            raise ValueError(f"settings file {path}: {exc}; fix it, or point {SETTINGS_FILE_ENV} elsewhere") from exc
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path))
 
     time_budget_s: float = Field(600.0, gt=0)
     per_run_timeout_s: float = Field(300.0, gt=0)
