@@ -41,6 +41,7 @@ __all__ = [
     "select_ensemble",
     "blend_predictions",
     "fold_standard_error",
+    "nested_ensemble_score",
     "selection_score",
     "render_ensemble_program",
     "render_stacking_program",
@@ -227,6 +228,37 @@ def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.nd
     if better(value, best.criterion_value):
         best = dataclasses.replace(best, temperature=t, criterion_value=value)
     return best
+
+
+def nested_ensemble_score(
+    spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.ndarray], folds: np.ndarray, *, max_steps: int = 25
+) -> float:
+    """The task metric of ensemble selection itself, cross-fitted over the folds: for each fold
+    ``k``, :func:`select_ensemble` (members, blend, temperature) is fitted on the OOF rows of the
+    other folds and applied to the rows of fold ``k``; the blended rows are scored together.
+
+    Selecting weights, a blend and a temperature on the same OOF rows that then score the
+    ensemble is optimistic (the selection overfits them, most with many members and few rows:
+    Caruana et al. 2004, §5, hold out a "hillclimb set" for the same reason). This estimate has no
+    such bias, so the final choice between the ensemble and the best single node compares like
+    with like (the single node's OOF score involves no fitting on its own validation rows).
+
+    Args:
+        y_true: Labels of the validated rows, shape (n,) or (n, n_targets).
+        oofs: Member id -> OOF predictions of those rows, each (n, n_cols).
+        folds: Fold of each row, shape (n,).
+
+    Returns:
+        The task metric (its own direction) of the cross-fitted blend.
+    """
+    ids = list(oofs)
+    nested = np.zeros_like(np.asarray(oofs[ids[0]], dtype=float))
+    for k in np.unique(folds):
+        fit, held = folds != k, folds == k
+        sel = select_ensemble(spec, y_true[fit], {i: oofs[i][fit] for i in ids}, max_steps=max_steps)
+        chosen = list(sel.weights)
+        nested[held] = blend_predictions(spec, [oofs[i][held] for i in chosen], [sel.weights[i] for i in chosen], sel.blend, sel.temperature)
+    return score_predictions(spec, y_true, nested)
 
 
 def fold_standard_error(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> float:

@@ -754,7 +754,7 @@ class Search:
         Returns:
             The ensemble node, or None when fewer than two nodes are worth combining.
         """
-        from mcgs.ensemble import render_ensemble_program, render_stacking_program, select_ensemble
+        from mcgs.ensemble import nested_ensemble_score, render_ensemble_program, render_stacking_program, select_ensemble
         from mcgs.evaluation import read_predictions
 
         members = [n for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
@@ -776,6 +776,11 @@ class Search:
         if len(sel.weights) < 2 and (sel.temperature == 1.0 or self.settings.ensemble_method == "stacking"):
             logger.info("%s: selection kept a single node; no ensemble node added", reason)
             return None
+        try:  # the honest estimate of this ensemble, used for the final choice (final_node)
+            nested = nested_ensemble_score(self.task, self.labels.y[rows], oofs, self.labels.folds[rows])
+        except ValueError as exc:  # a fold too small for the metric (one class): keep the OOF score
+            logger.info("%s: no cross-fitted score (%s)", reason, exc)
+            nested = None
         # one member with a fitted temperature is a calibration of that node: still a node of
         # its own, scored on the same OOF rows like any other
         by_id = {n.id: n for n in members}
@@ -811,6 +816,7 @@ class Search:
                 "method": self.settings.ensemble_method,
                 "blend": sel.blend,
                 "temperature": sel.temperature,
+                "nested_score": nested,
             },
             extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
             review=review.as_dict(),
@@ -835,7 +841,9 @@ class Search:
 
         The best valid ensemble node (the latest among equals) is chosen unless its score is worse than the best single
         node's by more than one standard error of that node's fold scores (the one-standard-error
-        rule, Breiman et al. 1984); otherwise the best node.
+        rule, Breiman et al. 1984); otherwise the best node. An ensemble is judged by its
+        cross-fitted score (``config.nested_score``, :func:`mcgs.ensemble.nested_ensemble_score`)
+        when it has one: its own OOF score is optimistic, as its weights were fitted on those rows.
         """
         from mcgs.ensemble import fold_standard_error
         from mcgs.evaluation import read_predictions
@@ -848,14 +856,18 @@ class Search:
         best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
         if not ensembles:
             return best
-        ens = min(reversed(ensembles), key=lambda n: -n.score if self.task.higher_is_better else n.score)
+        def honest(n: FrozenNode) -> float:
+            nested = n.config.get("nested_score")
+            return float(nested) if nested is not None else n.score
+
+        ens = min(reversed(ensembles), key=lambda n: -honest(n) if self.task.higher_is_better else honest(n))
         rows = self.labels.validated_rows
         try:
             oof = read_predictions(self.task, self.node_dir(best) / OOF_PATH, OOF_PATH, rows)
         except OutputError:
-            return ens if (ens.score >= best.score if self.task.higher_is_better else ens.score <= best.score) else best
+            return ens if (honest(ens) >= best.score if self.task.higher_is_better else honest(ens) <= best.score) else best
         se = fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
-        gap = (best.score - ens.score) if self.task.higher_is_better else (ens.score - best.score)
+        gap = (best.score - honest(ens)) if self.task.higher_is_better else (honest(ens) - best.score)
         return ens if gap <= se else best
 
     def _after_node(self, node: FrozenNode, prior: list[float]) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.ensemble import blend_predictions, greedy_selection, select_ensemble
+from mcgs.ensemble import blend_predictions, greedy_selection, nested_ensemble_score, select_ensemble
 from mcgs.evaluation import score_predictions
 from mcgs.node import NodeState, Operator
 from mcgs.search import create_search
@@ -50,6 +50,29 @@ def test_greedy_selection_uses_log_loss_for_accuracy_tasks(tmp_path):
     sel = greedy_selection(spec, labels, {1: good[:, None], 2: other[:, None], 3: noise[:, None]})
     assert sel.criterion == "log_loss"
     assert set(sel.weights) == {1, 2}
+
+
+def test_the_cross_fitted_score_removes_the_optimism_of_selecting_on_the_same_rows(tmp_path):
+    """Fifteen members that are pure noise: selection on the OOF rows finds a blend that looks
+    better than chance there; fitted on four folds and applied to the fifth it does not. With one
+    informative member among them, the cross-fitted score stays close to that member's."""
+    spec = make_task(tmp_path / "t", "binary", metric="roc_auc")
+    rng = np.random.default_rng(3)
+    n = 300
+    labels = np.where(rng.integers(0, 2, n) == 1, True, False)
+    folds = np.arange(n) % 5
+    noise = {i: rng.random((n, 1)) for i in range(15)}
+    sel = select_ensemble(spec, labels, noise)
+    chosen = list(sel.weights)
+    in_sample = score_predictions(spec, labels, blend_predictions(spec, [noise[i] for i in chosen], [sel.weights[i] for i in chosen], sel.blend, sel.temperature))
+    nested = nested_ensemble_score(spec, labels, noise, folds)
+    assert in_sample > 0.6  # the selection fooled by its own rows
+    assert abs(nested - 0.5) < 0.08 and nested < in_sample - 0.05
+    y = labels.astype(float)
+    good = 1 / (1 + np.exp(-(2 * y - 1) * 1.5 - rng.normal(0, 1, n)))
+    with_signal = {**noise, 99: good[:, None]}
+    honest = nested_ensemble_score(spec, labels, with_signal, folds)
+    assert honest == pytest.approx(score_predictions(spec, labels, good[:, None]), abs=0.03)
 
 
 def _softmax(z):
