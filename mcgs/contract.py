@@ -38,7 +38,7 @@ __all__ = [
     "prepare_workspace",
 ]
 
-CONTRACT_VERSION = "1.0"
+CONTRACT_VERSION = "1.1"
 OOF_PATH = "working/oof.csv"
 TEST_PRED_PATH = "working/test_pred.csv"
 SUBMISSION_PATH = "submission/submission.csv"
