@@ -454,6 +454,33 @@ def report(
     out.print(f"report written to {path} ({path.stat().st_size / 2**20:.1f} MiB; opens without a network)")
 
 
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="Run directory."),
+    out_dir: Path = typer.Option(..., "--out", help="Folder to write (replaced if it exists)."),
+    node: Optional[int] = typer.Option(None, help="Node number to export (default: the run's chosen node)."),
+    storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password."),
+) -> None:
+    """Write a deployable folder for a node: its fitted fold models, predict.py (CSV in, CSV out;
+    or predict(DataFrame)), train.py (refit on all rows), pinned requirements and a model card.
+    The task's constraints (inference ms per row, model size, interpretability) are measured on
+    it; without --node, a chosen node that breaks one gives way to the next best that passes."""
+    with _user_errors():
+        from mcgs.export import ExportError, export_node
+        from mcgs.search import open_search
+
+        search = open_search(run_dir, storage=storage)
+        try:
+            result = export_node(search, out_dir, node_seq=node)
+        except ExportError as exc:
+            raise _UserError(str(exc)) from None
+    m = result.measurements
+    out.print(f"exported node {result.node_seq} to {result.path}: {m['ms_per_row']} ms per row, model {m['model_mb']} MiB"
+              + (f"; constraints passed: {', '.join(m['passed'])}" if m["passed"] else "")
+              + (f"; {len(result.rejected)} better node(s) broke a constraint (see MODEL_CARD.md)" if result.rejected else ""))
+    out.print(f"use: python {result.path / 'predict.py'} IN.csv OUT.csv")
+
+
 @app.command("set")
 def set_live(
     run_dir: Path = typer.Argument(..., help="Run directory (the run may be running)."),

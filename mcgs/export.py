@@ -1,0 +1,367 @@
+"""``mcgs export``: a deployable folder for a node, with its own fitted fold models, and the
+request's constraints checked on it (AutoML-Agent's final verification: Trirat et al., ICML 2025,
+§3.4, "deployment-stage verification" of the chosen model against the user's constraints).
+
+The folder is a node workspace that runs without mcgs::
+
+    OUT/
+      solution.py            the node's program (solution contract 1.1: search / predict / refit modes)
+      working/model.joblib   the node's fitted estimators, as saved during the run
+      input/                 task.json, folds.csv and the training table (features are computed
+                             with the training rows, as in the run)
+      predict.py             `python predict.py IN.csv OUT.csv [--raw]`, or `predict(DataFrame)`
+      train.py               refits on every training row (replaces working/model.joblib)
+      requirements.txt       the packages the program imports, pinned to the run's versions
+      MODEL_CARD.md          task, metric, scores, data fingerprint, constraints measured, lineage
+
+Only single nodes are exported; when the run chose an ensemble, the best single node is
+exported and the card says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ExportError", "ExportResult", "export_node", "measure_constraints"]
+
+MODEL_FILE = "working/model.joblib"
+
+# import name -> distribution name, for requirements.txt
+_DISTRIBUTIONS = {
+    "numpy": "numpy", "pandas": "pandas", "sklearn": "scikit-learn", "scipy": "scipy", "joblib": "joblib",
+    "lightgbm": "lightgbm", "catboost": "catboost", "xgboost": "xgboost",
+}
+
+
+class ExportError(RuntimeError):
+    """A node cannot be exported (no saved model, not valid, ...); the message says why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_node` wrote and measured.
+
+    Attributes:
+        path: The export folder.
+        node_seq: The exported node.
+        measurements: ``ms_per_row`` (wall time of ``predict.py`` on the task's test table,
+            milliseconds per row, process start included), ``model_mb`` (size of the saved
+            estimators, MiB), ``interpretable`` (whether the model family is one a person can
+            inspect), and ``passed`` / ``failed`` constraint names.
+        rejected: Nodes tried before this one whose measurements broke a constraint:
+            ``[{"node": seq, "score": ..., **measurements}]``.
+    """
+
+    path: Path
+    node_seq: int
+    measurements: dict[str, Any]
+    rejected: list[dict[str, Any]]
+
+
+PREDICT_PY = '''#!/usr/bin/env python
+"""Predictions of mcgs node {seq} ({task}), with the node's own fitted models.
+
+    python predict.py IN.csv OUT.csv          # OUT in the submission format
+    python predict.py IN.csv OUT.csv --raw    # OUT in the prediction-column layout (probabilities)
+
+or, from Python: ``from predict import predict; predict(dataframe)``. IN has the columns of the
+task's test table. Needs only the packages in requirements.txt (not mcgs).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def predict_file(input_path, output_path, raw=False):
+    """Run the node's program in predict mode on a CSV (or JSON) table; write OUTPUT_PATH."""
+    output_path = Path(output_path).resolve()
+    env = {{**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": str(HERE / "working" / "model.joblib"),
+           "MCGS_PREDICT_INPUT": str(Path(input_path).resolve()), "MCGS_PREDICT_OUTPUT": str(output_path)}}
+    res = subprocess.run([sys.executable, "solution.py"], cwd=HERE, env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError("prediction failed:\\n" + res.stderr[-3000:])
+    if raw:
+        os.replace(str(output_path) + ".raw.csv", output_path)
+    else:
+        os.remove(str(output_path) + ".raw.csv")
+    return output_path
+
+
+def predict(df, raw=False):
+    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "input.csv"
+        df.to_csv(src, index=False)
+        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
+    args = ap.parse_args()
+    try:
+        print(predict_file(args.input, args.output, raw=args.raw))
+    except (RuntimeError, OSError) as exc:
+        sys.exit(str(exc))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+TRAIN_PY = '''#!/usr/bin/env python
+"""Refit mcgs node {seq}'s program on every training row (input/train) and save the estimators to
+working/model.joblib; the fold models of the run are kept as working/model.cv.joblib."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+model = HERE / "working" / "model.joblib"
+backup = HERE / "working" / "model.cv.joblib"
+if model.exists() and not backup.exists():
+    shutil.copyfile(model, backup)
+env = {{**os.environ, "MCGS_MODE": "refit", "MCGS_MODEL_FILE": str(model)}}
+sys.exit(subprocess.run([sys.executable, "solution.py"], cwd=HERE, env=env).returncode)
+'''
+
+
+def _imports(code: str) -> set[str]:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _requirements(code: str, versions: dict[str, str]) -> str:
+    from importlib import metadata
+
+    lines = []
+    for mod in sorted(_imports(code) | {"joblib", "numpy", "pandas", "sklearn"}):  # estimators pickle sklearn classes
+        dist = _DISTRIBUTIONS.get(mod)
+        if dist is None:
+            continue
+        version = versions.get(dist)
+        if version is None:
+            try:
+                version = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                version = None
+        lines.append(f"{dist}=={version}" if version else dist)
+    return "\n".join(lines) + "\n"
+
+
+def _lineage(search, node) -> list[dict[str, Any]]:
+    by_id = {n.id: n for n in search.nodes()}
+    chain = []
+    cur = node
+    while cur is not None and cur.parent_id is not None:
+        chain.append({"node": cur.seq, "operator": cur.operator.value, "score": cur.score, "plan": (cur.plan or "")[:160]})
+        cur = by_id.get(cur.parent_id)
+    return list(reversed(chain))
+
+
+def _copy_input(search, dest: Path) -> None:
+    src = search.input_dir
+    shutil.copytree(src, dest / "input", copy_function=shutil.copyfile)
+    for p in [dest / "input", *(dest / "input").rglob("*")]:  # the run's copy is read-only; the export is the user's
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+
+
+def _interpretable(search, node) -> bool:
+    from mcgs.knowledge_base import load_entries
+
+    entries = {e.id: e for e in load_entries()}
+    models = [k for k in node.knowledge_ids if k.startswith("model.")]
+    return bool(models) and all(entries[k].recipe is not None and entries[k].recipe.interpretable for k in models if k in entries)
+
+
+def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
+    """Measure an exported folder against the task's constraints.
+
+    Returns:
+        ``{"ms_per_row", "model_mb", "interpretable", "passed": [...], "failed": [...]}``;
+        ``ms_per_row`` is the wall time of ``predict.py`` on the task's test table (a fresh
+        process: start-up, feature computation and prediction), divided by its rows.
+
+    Raises:
+        ExportError: the exported program fails in predict mode.
+    """
+    test = folder / "input" / search.task.test_file
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "predict.py", str(test), str(Path(tmp) / "out.csv")], cwd=folder,
+                             capture_output=True, text=True, timeout=3600)
+        wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise ExportError(f"node {node.seq}'s exported program failed in predict mode: {res.stderr[-1500:]}")
+    out: dict[str, Any] = {
+        "ms_per_row": round(1000 * wall / max(1, search.task.n_test), 3),
+        "model_mb": round((folder / MODEL_FILE).stat().st_size / 2**20, 3),
+        "interpretable": _interpretable(search, node),
+        "passed": [],
+        "failed": [],
+    }
+    c = search.task.constraints
+    checks = []
+    if c.max_inference_ms_per_row is not None:
+        checks.append((f"max_inference_ms_per_row={c.max_inference_ms_per_row:g}", out["ms_per_row"] <= c.max_inference_ms_per_row))
+    if c.max_model_mb is not None:
+        checks.append((f"max_model_mb={c.max_model_mb:g}", out["model_mb"] <= c.max_model_mb))
+    if c.interpretable:
+        checks.append(("interpretable", out["interpretable"]))
+    for name, ok in checks:
+        out["passed" if ok else "failed"].append(name)
+    return out
+
+
+def _write_folder(search, node, dest: Path) -> None:
+    ws = search.node_dir(node)
+    model = ws / MODEL_FILE
+    if not model.is_file():
+        skipped = ws / (MODEL_FILE + ".skipped.json")
+        why = json.loads(skipped.read_text())["reason"] if skipped.is_file() else (
+            "its program did not save its fitted estimators (solution contract 1.1, docs/solution_contract.md)")
+        raise ExportError(f"node {node.seq} cannot be exported: {why}; export another node with --node N")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    (dest / "working").mkdir()
+    shutil.copyfile(model, dest / MODEL_FILE)
+    (dest / "solution.py").write_text(node.code)
+    _copy_input(search, dest)
+    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=search.task.name))
+    (dest / "train.py").write_text(TRAIN_PY.format(seq=node.seq))
+    (dest / "requirements.txt").write_text(_requirements(node.code, search.run_record.package_versions))
+
+
+def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note: str) -> str:
+    task = search.task
+    c = task.constraints
+    lines = [
+        f"# Model card: {task.name}, mcgs node {node.seq}",
+        "",
+        f"- Task: {task.task_kind}, target {', '.join(task.target_columns)}; {task.n_test} test rows.",
+        f"- Metric: {task.metric} ({'higher' if task.higher_is_better else 'lower'} is better).",
+        f"- Cross-validated score (engine, out-of-fold): {node.score:.6g}"
+        + (f" over {task.validation.n_splits} folds ({task.validation.kind})." if task.validation.kind else "."),
+        "- Private (held-out) score: not known to mcgs; the engine never reads held-out answers.",
+        f"- Model: {', '.join(k for k in node.knowledge_ids if k.startswith('model.')) or 'see solution.py'}; "
+        f"operator {node.operator.value}; plan: {node.plan}",
+        f"- Data fingerprint (sha256 of the task's files): `{search.run_record.data_fingerprint}`.",
+        f"- Run: `{search.run_record.name}` ({search.storage.url.split('://')[0]} storage), seed {search.settings.seed}, "
+        f"coder {search.settings.coder}, policy {search.settings.policy}.",
+    ]
+    if note:
+        lines.append(f"- Note: {note}")
+    lines += [
+        "",
+        "## Constraints, measured on this folder",
+        "",
+        f"- Inference: {meas['ms_per_row']} ms per row (`predict.py` on the {task.n_test}-row test table, process start included)"
+        + (f"; limit {c.max_inference_ms_per_row:g} ms" if c.max_inference_ms_per_row is not None else "; no limit set") + ".",
+        f"- Model size: {meas['model_mb']} MiB (`working/model.joblib`)" + (f"; limit {c.max_model_mb:g} MiB" if c.max_model_mb is not None else "; no limit set") + ".",
+        f"- Interpretable model family: {'yes' if meas['interpretable'] else 'no'}" + ("; required" if c.interpretable else "; not required") + ".",
+        f"- Passed: {', '.join(meas['passed']) or 'no constraint set'}." + (f" Failed: {', '.join(meas['failed'])}." if meas["failed"] else ""),
+    ]
+    if rejected:
+        lines += ["", "## Better-scoring nodes that broke a constraint", "", "| node | score | ms per row | model MiB | failed |", "|---|---|---|---|---|"]
+        lines += [f"| {r['node']} | {r['score']:.6g} | {r['ms_per_row']} | {r['model_mb']} | {', '.join(r['failed'])} |" for r in rejected]
+    lines += ["", "## Lineage (primary parents, from the first draft)", "", "| node | operator | score | plan |", "|---|---|---|---|"]
+    for step in _lineage(search, node):
+        score = "" if step["score"] is None else f"{step['score']:.6g}"
+        lines.append(f"| {step['node']} | {step['operator']} | {score} | {step['plan'].replace('|', '/')} |")
+    lines += ["", "## Use", "", "```", "pip install -r requirements.txt", "python predict.py new_rows.csv predictions.csv",
+              "python train.py        # optional: refit on all training rows", "```", ""]
+    return "\n".join(lines)
+
+
+def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
+    """Export a node of ``search`` to ``out_dir`` and check the task's constraints on it.
+
+    Without ``node_seq``: the run's chosen node (the best single node when that is an
+    ensemble); if it breaks a constraint (inference time per row, model size,
+    interpretability), the next best single node that passes is exported instead and the card
+    lists the ones rejected with their measurements.
+
+    Raises:
+        ExportError: no valid node, the node is not valid or has no saved model, or every
+            candidate breaks a constraint.
+    """
+    from mcgs.node import Operator
+
+    out_dir = Path(out_dir)
+    nodes = {n.seq: n for n in search.nodes()}
+    note = ""
+    if node_seq is not None:
+        if node_seq not in nodes or not nodes[node_seq].is_valid:
+            raise ExportError(f"node {node_seq} is not a valid node of this run; `mcgs status` lists them")
+        if nodes[node_seq].operator is Operator.ENSEMBLE:
+            raise ExportError(f"node {node_seq} is an ensemble; exporting ensembles is not supported yet: export one of its members")
+        candidates = [nodes[node_seq]]
+    else:
+        final = search.final_node
+        if final is None:
+            raise ExportError("the run has no valid node to export")
+        singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
+                         key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq))
+        if final.operator is Operator.ENSEMBLE:
+            note = f"the run chose ensemble node {final.seq}; ensembles are not exported yet, so this is the best single node"
+        else:
+            singles.remove(final)
+            singles.insert(0, final)
+        candidates = singles
+    rejected: list[dict[str, Any]] = []
+    staging = out_dir.with_name(out_dir.name + ".staging")
+    for node in candidates:
+        try:
+            _write_folder(search, node, staging)
+        except ExportError as exc:
+            if node_seq is not None:
+                raise
+            rejected.append({"node": node.seq, "score": node.score, "ms_per_row": "-", "model_mb": "-", "failed": [str(exc)]})
+            continue
+        meas = measure_constraints(search, staging, node)
+        if meas["failed"] and node_seq is None:
+            rejected.append({"node": node.seq, "score": node.score, **meas})
+            continue
+        (staging / "MODEL_CARD.md").write_text(_card(search, node, meas, rejected, note))
+        (staging / "export.json").write_text(json.dumps({"node": node.seq, "measurements": meas, "rejected": rejected}, indent=2, default=str))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(staging, out_dir)
+        return ExportResult(out_dir, node.seq, meas, rejected)
+    shutil.rmtree(staging, ignore_errors=True)
+    raise ExportError(
+        "no node passes the task's constraints: "
+        + "; ".join(f"node {r['node']}: {', '.join(r['failed'])}" for r in rejected)
+        + " — relax a constraint in task.yaml (constraints:) or search longer"
+    )
