@@ -14,8 +14,9 @@ The folder is a node workspace that runs without mcgs::
       requirements.txt       the packages the program imports, pinned to the run's versions
       MODEL_CARD.md          task, metric, scores, data fingerprint, constraints measured, lineage
 
-Only single nodes are exported; when the run chose an ensemble, the best single node is
-exported and the card says so.
+An ensemble node is exported with its members: ``members/<node>/`` holds each member's own
+export (program and fitted models) and its OOF predictions, and ``predict.py`` runs every member
+in predict mode and then the ensemble's program on their predictions, as the run blended them.
 """
 
 from __future__ import annotations
@@ -128,6 +129,98 @@ if __name__ == "__main__":
     main()
 '''
 
+ENSEMBLE_PREDICT_PY = '''#!/usr/bin/env python
+"""Predictions of mcgs ensemble node {seq} ({task}): each member (members/<node>/) predicts with its
+own fitted models, then the ensemble's program blends them with the weights of the run.
+
+    python predict.py IN.csv OUT.csv          # OUT in the submission format
+    python predict.py IN.csv OUT.csv --raw    # OUT in the prediction-column layout
+
+or, from Python: ``from predict import predict; predict(dataframe)``. Needs only the packages in
+requirements.txt (not mcgs).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MEMBERS = {members!r}
+
+
+def _run(cwd, env):
+    res = subprocess.run([sys.executable, "solution.py"], cwd=cwd, env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"prediction failed in {{cwd}}:\\n" + res.stderr[-3000:])
+
+
+def predict_file(input_path, output_path, raw=False):
+    """Predict a CSV (or JSON) table with every member, blend, and write OUTPUT_PATH."""
+    input_path, output_path = str(Path(input_path).resolve()), Path(output_path).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "input").symlink_to(HERE / "input", target_is_directory=True)
+        for name in MEMBERS:
+            member = HERE / "members" / name
+            out = tmp / (name + ".csv")
+            _run(member, {{**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": str(member / "working" / "model.joblib"),
+                          "MCGS_PREDICT_INPUT": input_path, "MCGS_PREDICT_OUTPUT": str(out)}})
+            work = tmp / "members" / name / "working"
+            work.mkdir(parents=True)
+            shutil.copyfile(member / "working" / "oof.csv", work / "oof.csv")
+            os.replace(str(out) + ".raw.csv", work / "test_pred.csv")
+        shutil.copyfile(HERE / "solution.py", tmp / "solution.py")
+        _run(tmp, {{**os.environ, "MCGS_MODE": "predict", "MCGS_PREDICT_INPUT": input_path, "MCGS_PREDICT_OUTPUT": str(output_path)}})
+    if raw:
+        os.replace(str(output_path) + ".raw.csv", output_path)
+    else:
+        os.remove(str(output_path) + ".raw.csv")
+    return output_path
+
+
+def predict(df, raw=False):
+    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "input.csv"
+        df.to_csv(src, index=False)
+        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
+    args = ap.parse_args()
+    try:
+        print(predict_file(args.input, args.output, raw=args.raw))
+    except (RuntimeError, OSError) as exc:
+        sys.exit(str(exc))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+ENSEMBLE_TRAIN_PY = '''#!/usr/bin/env python
+"""Refit every member of mcgs ensemble node {seq} on all training rows (each member's train.py);
+the blend weights stay those chosen on the run's OOF predictions."""
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+for name in {members!r}:
+    code = subprocess.run([sys.executable, "train.py"], cwd=HERE / "members" / name).returncode
+    if code:
+        sys.exit(code)
+'''
+
 TRAIN_PY = '''#!/usr/bin/env python
 """Refit mcgs node {seq}'s program on every training row (input/train) and save the estimators to
 working/model.joblib; the fold models of the run are kept as working/model.cv.joblib."""
@@ -225,8 +318,8 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
         raise ExportError(f"node {node.seq}'s exported program failed in predict mode: {res.stderr[-1500:]}")
     out: dict[str, Any] = {
         "ms_per_row": round(1000 * wall / max(1, search.task.n_test), 3),
-        "model_mb": round((folder / MODEL_FILE).stat().st_size / 2**20, 3),
-        "interpretable": _interpretable(search, node),
+        "model_mb": round(sum(p.stat().st_size for p in folder.rglob("model.joblib")) / 2**20, 3),
+        "interpretable": node.operator.value != "ensemble" and _interpretable(search, node),
         "passed": [],
         "failed": [],
     }
@@ -243,7 +336,8 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
     return out
 
 
-def _write_folder(search, node, dest: Path) -> None:
+def _write_folder(search, node, dest: Path, shared_input: Path | None = None) -> None:
+    """A single node's export in ``dest``; ``shared_input``: link ``input`` there instead of copying."""
     ws = search.node_dir(node)
     model = ws / MODEL_FILE
     if not model.is_file():
@@ -257,10 +351,41 @@ def _write_folder(search, node, dest: Path) -> None:
     (dest / "working").mkdir()
     shutil.copyfile(model, dest / MODEL_FILE)
     (dest / "solution.py").write_text(node.code)
-    _copy_input(search, dest)
+    if shared_input is None:
+        _copy_input(search, dest)
+    else:
+        (dest / "input").symlink_to(os.path.relpath(shared_input, dest), target_is_directory=True)
     (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=search.task.name))
     (dest / "train.py").write_text(TRAIN_PY.format(seq=node.seq))
     (dest / "requirements.txt").write_text(_requirements(node.code, search.run_record.package_versions))
+
+
+def _ensemble_members(search, node) -> list:
+    by_id = {n.id: n for n in search.nodes()}
+    return [by_id[int(i)] for i in node.config.get("weights", {})]
+
+
+def _write_ensemble_folder(search, node, dest: Path) -> None:
+    """An ensemble node's export: its program, the shared input, and each member's own export
+    (with the member's OOF predictions, which the ensemble program reads) under ``members/``."""
+    if "MCGS_MODE" not in node.code:
+        raise ExportError(f"ensemble node {node.seq} was built before solution contract 1.1 and cannot predict new rows; export a member with --node N")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    _copy_input(search, dest)
+    (dest / "solution.py").write_text(node.code)
+    names, code = [], ""
+    for member in _ensemble_members(search, node):
+        name = search.node_dir(member).name
+        mdest = dest / "members" / name
+        _write_folder(search, member, mdest, shared_input=dest / "input")
+        shutil.copyfile(search.node_dir(member) / "working" / "oof.csv", mdest / "working" / "oof.csv")
+        names.append(name)
+        code += member.code + "\n"
+    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=search.task.name, members=names))
+    (dest / "train.py").write_text(ENSEMBLE_TRAIN_PY.format(seq=node.seq, members=names))
+    (dest / "requirements.txt").write_text(_requirements(code, search.run_record.package_versions))
 
 
 def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note: str) -> str:
@@ -295,6 +420,13 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
     if rejected:
         lines += ["", "## Better-scoring nodes that broke a constraint", "", "| node | score | ms per row | model MiB | failed |", "|---|---|---|---|---|"]
         lines += [f"| {r['node']} | {r['score']:.6g} | {r['ms_per_row']} | {r['model_mb']} | {', '.join(r['failed'])} |" for r in rejected]
+    if node.operator.value == "ensemble":
+        lines += ["", "## Members (each in members/<node>/ with its own fitted models)", "", "| node | weight | score | model |", "|---|---|---|---|"]
+        weights = node.config.get("weights", {})
+        for m in _ensemble_members(search, node):
+            lines.append(f"| {m.seq} | {weights.get(str(m.id))} | {m.score:.6g} | {', '.join(k for k in m.knowledge_ids if k.startswith('model.'))} |")
+        lines.append(f"\nBlend: {node.config.get('blend', 'mean')}, temperature {node.config.get('temperature', 1.0)}; "
+                     f"cross-fitted score of the selection: {node.config.get('nested_score')}.")
     lines += ["", "## Lineage (primary parents, from the first draft)", "", "| node | operator | score | plan |", "|---|---|---|---|"]
     for step in _lineage(search, node):
         score = "" if step["score"] is None else f"{step['score']:.6g}"
@@ -324,8 +456,6 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
     if node_seq is not None:
         if node_seq not in nodes or not nodes[node_seq].is_valid:
             raise ExportError(f"node {node_seq} is not a valid node of this run; `mcgs status` lists them")
-        if nodes[node_seq].operator is Operator.ENSEMBLE:
-            raise ExportError(f"node {node_seq} is an ensemble; exporting ensembles is not supported yet: export one of its members")
         candidates = [nodes[node_seq]]
     else:
         final = search.final_node
@@ -333,17 +463,15 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
             raise ExportError("the run has no valid node to export")
         singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
                          key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq))
-        if final.operator is Operator.ENSEMBLE:
-            note = f"the run chose ensemble node {final.seq}; ensembles are not exported yet, so this is the best single node"
-        else:
-            singles.remove(final)
-            singles.insert(0, final)
-        candidates = singles
+        candidates = [final] + [n for n in singles if n.id != final.id]  # the chosen node, then the best single nodes
     rejected: list[dict[str, Any]] = []
     staging = out_dir.with_name(out_dir.name + ".staging")
     for node in candidates:
         try:
-            _write_folder(search, node, staging)
+            if node.operator is Operator.ENSEMBLE:
+                _write_ensemble_folder(search, node, staging)
+            else:
+                _write_folder(search, node, staging)
         except ExportError as exc:
             if node_seq is not None:
                 raise

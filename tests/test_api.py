@@ -80,7 +80,18 @@ def test_bad_arguments_are_clear_errors(tmp_path):
         mcgs.load_search("postgresql+psycopg://nobody@/nothing")
 
 
-def test_a_registered_metric_scores_the_oof_predictions(tmp_path):
+@pytest.fixture
+def metric_registry():
+    """Restore the metric registry after the test (registrations are process-wide)."""
+    from mcgs import metrics
+
+    saved = dict(metrics._REGISTRY)
+    yield
+    metrics._REGISTRY.clear()
+    metrics._REGISTRY.update(saved)
+
+
+def test_a_registered_metric_scores_the_oof_predictions(tmp_path, metric_registry):
     def neg_brier(y_true, y_pred, **_):
         return -float(np.mean((np.asarray(y_true, dtype=float) - y_pred) ** 2))
 

@@ -25,12 +25,12 @@ from mcgs.settings import SearchSettings
 MODELS = ("model.logistic_regression", "model.lightgbm", "model.knn")
 
 
-def _run(base, constraints: str = ""):
+def _run(base, constraints: str = "", ensemble: bool = False):
     task = build_demo_task(base / "task")
     if constraints:
         yaml = task / "task.yaml"
         yaml.write_text(yaml.read_text() + constraints)
-    settings = SearchSettings(time_budget_s=300, max_nodes=3, num_drafts=3, plan_candidates=0, node_timeout_share=1.0, coder="recipe", ensemble=False)
+    settings = SearchSettings(time_budget_s=300, max_nodes=3, num_drafts=3, plan_candidates=0, node_timeout_share=1.0, coder="recipe", ensemble=ensemble)
     search = create_search(task, base / "run", settings=settings, coder=RecipeCoder(models=MODELS))
     search.run()
     return open_search(base / "run")
@@ -38,7 +38,7 @@ def _run(base, constraints: str = ""):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("export"))
+    return _run(tmp_path_factory.mktemp("export"), ensemble=True)
 
 
 def _fresh_venv(path):
@@ -61,8 +61,10 @@ def test_the_export_predicts_without_mcgs_and_reproduces_the_run(finished, tmp_p
     out = tmp_path / "model"
     chosen = finished.final_node
     assert json.loads((out / "export.json").read_text())["node"] == chosen.seq
-    for name in ("solution.py", "predict.py", "train.py", "requirements.txt", "MODEL_CARD.md", "working/model.joblib", "input/train.csv"):
+    for name in ("solution.py", "predict.py", "train.py", "requirements.txt", "MODEL_CARD.md", "input/train.csv"):
         assert (out / name).is_file(), name
+    models = list(out.rglob("model.joblib"))  # the node's own, or each member's for an ensemble
+    assert models and all(p.parent.name == "working" for p in models)
     reqs = (out / "requirements.txt").read_text()
     assert "pandas==" in reqs and "scikit-learn==" in reqs and "joblib==" in reqs
     card = (out / "MODEL_CARD.md").read_text()
@@ -89,9 +91,27 @@ def test_the_export_predicts_without_mcgs_and_reproduces_the_run(finished, tmp_p
     assert ran.returncode == 0 and ran.stdout.split()[0] == "7", ran.stderr[-3000:]
     # train.py refits on all rows; predictions keep their shape
     ran = subprocess.run([str(py), str(out / "train.py")], capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0 and (out / "working" / "model.cv.joblib").is_file(), ran.stderr[-3000:]
+    assert ran.returncode == 0 and len(list(out.rglob("model.cv.joblib"))) == len(models), ran.stderr[-3000:]
     ran = subprocess.run([str(py), str(out / "predict.py"), str(test_csv), str(tmp_path / "refit.csv")], capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0 and len(pd.read_csv(tmp_path / "refit.csv")) == finished.task.n_test
+
+
+@pytest.mark.slow
+def test_an_ensemble_is_exported_with_its_members_and_blends_as_in_the_run(finished, tmp_path):
+    ensembles = [n for n in finished.nodes() if n.is_valid and n.operator.value == "ensemble"]
+    assert ensembles, "the fixture run built no ensemble"
+    ens = ensembles[-1]
+    result = export_node(finished, tmp_path / "ens", node_seq=ens.seq)
+    members = sorted(p.name for p in (tmp_path / "ens" / "members").iterdir())
+    assert members == sorted(finished.node_dir(m).name for m in finished.nodes() if str(m.id) in ens.config["weights"])
+    assert result.measurements["model_mb"] > 0 and result.measurements["interpretable"] is False
+    test_csv = finished.input_dir / finished.task.test_file
+    ran = subprocess.run([sys.executable, str(tmp_path / "ens" / "predict.py"), str(test_csv), str(tmp_path / "raw.csv"), "--raw"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    expected = pd.read_csv(finished.node_dir(ens) / "working" / "test_pred.csv")
+    assert np.abs(pd.read_csv(tmp_path / "raw.csv").to_numpy() - expected.to_numpy()).max() <= 1e-6
+    assert "## Members" in (tmp_path / "ens" / "MODEL_CARD.md").read_text()
 
 
 @pytest.mark.slow
