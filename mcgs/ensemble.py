@@ -137,6 +137,7 @@ def greedy_selection(
     *,
     max_steps: int = 25,
     blend: str = "mean",
+    patience: int = 6,
 ) -> EnsembleSelection:
     """Greedy forward selection with replacement over OOF predictions (Caruana et al. 2004).
 
@@ -144,7 +145,10 @@ def greedy_selection(
         spec: The task (metric, kind).
         y_true: Labels of the validated rows, shape (n,) or (n, n_targets).
         oofs: member id -> OOF predictions aligned to ``y_true``, shape (n, n_cols).
-        max_steps: Number of additions tried; the best prefix is kept.
+        max_steps: Number of additions tried at most; the best prefix is kept.
+        patience: Stop after this many additions in a row that did not improve the best prefix
+            (later additions only re-weight members the prefix already has; the ensemble and its
+            cross-fitted estimate run the selection several times, so it should be cheap).
         blend: ``mean``, or ``geometric`` (members averaged as log-probabilities / log-odds;
             probability outputs only).
 
@@ -165,7 +169,10 @@ def greedy_selection(
     best_prefix: tuple[float, list[int]] | None = None
     name = spec.metric
     higher = spec.higher_is_better
+    since_best = 0
     for _ in range(max_steps):
+        if since_best >= patience:
+            break
         step_best = None
         for m in ids:
             cand = (oofs[m] if total is None else (total + oofs[m])) / (len(chosen) + 1)
@@ -177,6 +184,9 @@ def greedy_selection(
         total = oofs[m].copy() if total is None else total + oofs[m]
         if best_prefix is None or (value > best_prefix[0] if higher else value < best_prefix[0]):
             best_prefix = (value, list(chosen))
+            since_best = 0
+        else:
+            since_best += 1
     weights: dict[int, int] = {}
     for m in best_prefix[1]:
         weights[m] = weights.get(m, 0) + 1

@@ -47,20 +47,20 @@ def test_an_unprepared_competition_without_raw_data_names_the_fix(tmp_path):
 def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, tmp_path):
     spec = CampaignSpec(
         competitions=("spaceship-titanic",), seeds=(0, 1), time_budget_s=300, data_dir=tmp_path / "data", out_dir=tmp_path / "camp",
-        raw_root=shared_data, settings={"max_nodes": 2, "num_drafts": 2, "plan_candidates": 0, "coder": "recipe"},
+        raw_root=shared_data, settings={"max_nodes": 1, "num_drafts": 1, "plan_candidates": 0, "coder": "recipe", "ensemble": False},
     )
     said: list[str] = []
     result = run_campaign(spec, say=said.append)
     assert [(r["competition_id"], r["seed"]) for r in result["reports"]] == [("spaceship-titanic", 0), ("spaceship-titanic", 1)]
     for r in result["reports"]:
-        assert r["valid_submission"] and 0.7 < r["score"] < 0.85 and r["nodes"] >= 2 and r["wall_s"] > 0
+        assert r["valid_submission"] and 0.7 < r["score"] < 0.85 and r["nodes"] >= 1 and r["wall_s"] > 0
         assert {"gold_threshold", "median_threshold", "any_medal", "submission_path", "created_at"} <= set(r)
     saved = json.loads((tmp_path / "camp" / "reports" / "spaceship-titanic-seed0.json").read_text())
     assert saved["score"] == result["reports"][0]["score"]
     assert result["overall"]["valid_submission_pct"] == 100.0
     for png in ("spaceship-titanic.png", "campaign.png"):
         assert (tmp_path / "camp" / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(result["reports"][0]["best_so_far"]) >= 2  # two drafts (and the ensemble) finished
+    assert len(result["reports"][0]["best_so_far"]) >= 1  # the draft finished
     md = (tmp_path / "camp" / "campaign.md").read_text()
     assert "| spaceship-titanic | 0 |" in md and "valid submission" in md
     assert "Command: `mcgs mlebench campaign --competitions spaceship-titanic --seeds 0,1 --time-budget 300s" in md
