@@ -30,31 +30,10 @@ from pathlib import Path
 import psutil
 
 from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.contract import constant_program
 from mcgs.demo import build_demo_task
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
-
-PROGRAM = '''
-import csv, json, os, shutil
-task = json.load(open("input/task.json"))
-cols = task["prediction_columns"]
-os.makedirs("working", exist_ok=True)
-os.makedirs("submission", exist_ok=True)
-with open("input/folds.csv") as f:
-    rows = [r["row"] for r in csv.DictReader(f) if int(r["fold"]) >= 0]
-with open("working/oof.csv", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["row", *cols])
-    w.writerows([r, *[{p}] * len(cols)] for r in rows)
-with open(task["files"]["test"]["path"]) as f:
-    n_test = sum(1 for _ in csv.reader(f)) - 1
-with open("working/test_pred.csv", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["row", *cols])
-    w.writerows([i, *[{p}] * len(cols)] for i in range(n_test))
-shutil.copyfile(task["files"]["sample_submission"]["path"], "submission/submission.csv")
-'''
-
 
 class ConstantCoder:
     """Writes a constant-prediction program for every request (the value varies with the node
@@ -64,7 +43,7 @@ class ConstantCoder:
 
     def write(self, request: CoderRequest) -> CoderAnswer:
         p = 0.3 + 0.4 * (((request.seed * 7919) % 1000) / 1000)
-        return CoderAnswer(plan=f"constant {p:.3f}", code=PROGRAM.format(p=f"{p:.3f}"), config={})
+        return CoderAnswer(plan=f"constant {p:.3f}", code=constant_program(round(p, 3)), config={})
 
 
 def main() -> int:

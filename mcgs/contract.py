@@ -28,6 +28,7 @@ from mcgs.task import TaskSpec, read_table
 
 __all__ = [
     "CONTRACT_VERSION",
+    "constant_program",
     "OOF_PATH",
     "TEST_PRED_PATH",
     "SUBMISSION_PATH",
@@ -200,6 +201,40 @@ def make_folds(spec: TaskSpec, train) -> "Any":
 def _make_read_only(path: Path) -> None:
     mode = path.stat().st_mode
     path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+_CONSTANT_PROGRAM = '''"""A minimal candidate of the solution contract: the same value for every OOF and test row
+and the sample submission as the submission. Needs no library beyond the standard one."""
+import csv, json, os, shutil
+task = json.load(open("input/task.json"))
+cols = task["prediction_columns"]
+os.makedirs("working", exist_ok=True)
+os.makedirs("submission", exist_ok=True)
+with open("input/folds.csv") as f:
+    rows = [r["row"] for r in csv.DictReader(f) if int(r["fold"]) >= 0]
+with open("working/oof.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["row", *cols])
+    w.writerows([r, *[VALUE] * len(cols)] for r in rows)
+with open(task["files"]["test"]["path"]) as f:
+    n_test = sum(1 for _ in csv.reader(f)) - 1
+with open("working/test_pred.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["row", *cols])
+    w.writerows([i, *[VALUE] * len(cols)] for i in range(n_test))
+shutil.copyfile(task["files"]["sample_submission"]["path"], "submission/submission.csv")
+'''
+
+
+def constant_program(value: float = 0.5) -> str:
+    """A minimal valid candidate (standard library only): ``value`` as every prediction of the
+    OOF and test rows, and the sample submission as its submission. Used where the engine, not
+    the models, is under test or measured (many-worker tests, the memory benchmark).
+
+    Valid for tasks whose prediction columns are probabilities or values (``value`` must suit
+    the metric, e.g. within [0, 1] for probabilities).
+    """
+    return _CONSTANT_PROGRAM.replace("VALUE", repr(float(value)))
 
 
 def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:

@@ -69,6 +69,34 @@ class ExportResult:
     rejected: list[dict[str, Any]]
 
 
+# predict() and main() of both predict.py variants (no format fields: appended after formatting)
+_PREDICT_TAIL = '''
+def predict(df, raw=False):
+    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "input.csv"
+        df.to_csv(src, index=False)
+        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
+    args = ap.parse_args()
+    try:
+        print(predict_file(args.input, args.output, raw=args.raw))
+    except (RuntimeError, OSError) as exc:
+        sys.exit(str(exc))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
 PREDICT_PY = '''#!/usr/bin/env python
 """Predictions of mcgs node {seq} ({task}), with the node's own fitted models.
 
@@ -102,31 +130,6 @@ def predict_file(input_path, output_path, raw=False):
         os.remove(str(output_path) + ".raw.csv")
     return output_path
 
-
-def predict(df, raw=False):
-    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
-    import pandas as pd
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "input.csv"
-        df.to_csv(src, index=False)
-        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw))
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("input")
-    ap.add_argument("output")
-    ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
-    args = ap.parse_args()
-    try:
-        print(predict_file(args.input, args.output, raw=args.raw))
-    except (RuntimeError, OSError) as exc:
-        sys.exit(str(exc))
-
-
-if __name__ == "__main__":
-    main()
 '''
 
 ENSEMBLE_PREDICT_PY = '''#!/usr/bin/env python
@@ -180,31 +183,6 @@ def predict_file(input_path, output_path, raw=False):
         os.remove(str(output_path) + ".raw.csv")
     return output_path
 
-
-def predict(df, raw=False):
-    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
-    import pandas as pd
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "input.csv"
-        df.to_csv(src, index=False)
-        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw))
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("input")
-    ap.add_argument("output")
-    ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
-    args = ap.parse_args()
-    try:
-        print(predict_file(args.input, args.output, raw=args.raw))
-    except (RuntimeError, OSError) as exc:
-        sys.exit(str(exc))
-
-
-if __name__ == "__main__":
-    main()
 '''
 
 ENSEMBLE_TRAIN_PY = '''#!/usr/bin/env python
@@ -355,7 +333,7 @@ def _write_folder(search, node, dest: Path, shared_input: Path | None = None) ->
         _copy_input(search, dest)
     else:
         (dest / "input").symlink_to(os.path.relpath(shared_input, dest), target_is_directory=True)
-    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=search.task.name))
+    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=search.task.name) + _PREDICT_TAIL)
     (dest / "train.py").write_text(TRAIN_PY.format(seq=node.seq))
     (dest / "requirements.txt").write_text(_requirements(node.code, search.run_record.package_versions))
 
@@ -383,7 +361,7 @@ def _write_ensemble_folder(search, node, dest: Path) -> None:
         shutil.copyfile(search.node_dir(member) / "working" / "oof.csv", mdest / "working" / "oof.csv")
         names.append(name)
         code += member.code + "\n"
-    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=search.task.name, members=names))
+    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=search.task.name, members=names) + _PREDICT_TAIL)
     (dest / "train.py").write_text(ENSEMBLE_TRAIN_PY.format(seq=node.seq, members=names))
     (dest / "requirements.txt").write_text(_requirements(code, search.run_record.package_versions))
 

@@ -12,34 +12,15 @@ from collections import Counter
 
 import pytest
 
+from mcgs.contract import constant_program
 from mcgs.demo import build_demo_task
 from mcgs.node import NodeState, Operator
 from mcgs.sandbox import live_candidates
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
 
-# A valid program that needs no library: constant probabilities for every OOF and test row, and
-# the sample submission as the submission. Fast, so the test measures claiming, not modelling.
-CONSTANT_PROGRAM = '''
-import csv, json, os, shutil
-task = json.load(open("input/task.json"))
-cols = task["prediction_columns"]
-os.makedirs("working", exist_ok=True)
-os.makedirs("submission", exist_ok=True)
-with open("input/folds.csv") as f:
-    rows = [r["row"] for r in csv.DictReader(f) if int(r["fold"]) >= 0]
-with open("working/oof.csv", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["row", *cols])
-    w.writerows([r, *[0.5] * len(cols)] for r in rows)
-with open(task["files"]["test"]["path"]) as f:
-    n_test = sum(1 for _ in csv.reader(f)) - 1
-with open("working/test_pred.csv", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["row", *cols])
-    w.writerows([i, *[0.5] * len(cols)] for i in range(n_test))
-shutil.copyfile(task["files"]["sample_submission"]["path"], "submission/submission.csv")
-'''
+# A valid program that needs no library, so the test measures claiming, not modelling.
+CONSTANT_PROGRAM = constant_program(0.5)
 
 WORKERS = 8
 QUEUED = 200
