@@ -1022,8 +1022,7 @@ def create_search(
         raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
     if url != default_storage_url(run_dir):
         (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
-    storage = store
-    run = storage.create_run(
+    run = store.create_run(
         name=name,
         task_json=spec.to_json(),
         settings=settings.model_dump(mode="json"),
@@ -1032,7 +1031,7 @@ def create_search(
         package_versions=_package_versions(),
         isolation=settings.isolation,
     )
-    return Search(run_dir, storage, run, spec, settings, coder or _default_coder(settings), callbacks)
+    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
 
 
 def open_search(
@@ -1084,7 +1083,6 @@ def open_search(
             store.close()
             raise RunError(f"{_safe_url(storage)} has no run named {name!r} (runs: {', '.join(r.name for r in runs)})")
         run = matches[0]
-    storage = store
     spec = TaskSpec.from_json(run.task_json)
     if not spec.data_dir.is_dir():
         raise RunError(f"the task data folder {spec.data_dir} of this run no longer exists; restore it to resume")
@@ -1098,4 +1096,4 @@ def open_search(
     if time_budget_s is not None:
         stored["time_budget_s"] = time_budget_s
     settings = SearchSettings(**stored)
-    return Search(run_dir, storage, run, spec, settings, coder or _default_coder(settings), callbacks)
+    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
