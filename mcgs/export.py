@@ -417,10 +417,10 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
 def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
     """Export a node of ``search`` to ``out_dir`` and check the task's constraints on it.
 
-    Without ``node_seq``: the run's chosen node (the best single node when that is an
-    ensemble); if it breaks a constraint (inference time per row, model size,
-    interpretability), the next best single node that passes is exported instead and the card
-    lists the ones rejected with their measurements.
+    Without ``node_seq``: the run's chosen node (an ensemble is exported with its members);
+    if it breaks a constraint (inference time per row, model size, interpretability) or cannot
+    be exported (a program that saves no fitted model), the best single node that passes is
+    exported instead and the card lists the ones rejected with their measurements.
 
     Raises:
         ExportError: no valid node, the node is not valid or has no saved model, or every

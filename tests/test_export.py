@@ -144,3 +144,95 @@ def test_a_node_that_breaks_the_inference_limit_gives_way_to_one_that_passes(tmp
     assert "limit 40 ms" in card and f"| {chosen.seq} |" in card and "max_inference_ms_per_row=40" in card
     with pytest.raises(ExportError, match="is not a valid node"):
         export_node(search, tmp_path / "x", node_seq=999)
+
+
+# A program written from the contract text the LLM coder is given (operators/prompts/_prefix.j2),
+# not from the recipe templates: the prompt's instructions must be enough for export to ship it.
+PROMPT_STYLE_PROGRAM = '''
+import json, os
+import joblib
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+MODE = os.environ.get("MCGS_MODE", "search")
+MODEL_FILE = os.environ.get("MCGS_MODEL_FILE", "working/model.joblib")
+task = json.load(open("input/task.json"))
+train = pd.read_csv(task["files"]["train"]["path"])
+test_path = os.environ["MCGS_PREDICT_INPUT"] if MODE == "predict" else task["files"]["test"]["path"]
+test = pd.read_csv(test_path)
+target = task["target_columns"][0]
+features = [c for c in test.columns if c in train.columns and c != task["id_column"] and c != target]
+y = (train[target].astype(str) == str(task["positive_class"])).astype(int).to_numpy()
+saved = iter(joblib.load(MODEL_FILE)["estimators"]) if MODE == "predict" else None
+fitted = []
+
+def fit(obj, X, yy=None):
+    obj = next(saved) if MODE == "predict" else (obj.fit(X, yy) if yy is not None else obj.fit(X))
+    fitted.append(obj)
+    return obj
+
+folds = pd.read_csv("input/folds.csv")
+if MODE == "predict":
+    refit = joblib.load(MODEL_FILE)["mode"] == "refit"
+else:
+    refit = MODE == "refit"
+splits = [None] if refit else sorted(k for k in folds["fold"].unique() if k >= 0)
+oof = np.zeros(len(train))
+test_pred = np.zeros(len(test))
+for k in splits:
+    fit_rows = np.arange(len(train)) if k is None else folds.loc[folds["fold"] != k, "row"].to_numpy()
+    scaler = fit(StandardScaler(), train.loc[fit_rows, features])
+    model = fit(LogisticRegression(C=0.5, max_iter=2000), scaler.transform(train.loc[fit_rows, features]), y[fit_rows])
+    if k is not None:
+        val = folds.loc[folds["fold"] == k, "row"].to_numpy()
+        oof[val] = model.predict_proba(scaler.transform(train.loc[val, features]))[:, 1]
+    test_pred += model.predict_proba(scaler.transform(test[features]))[:, 1] / len(splits)
+
+raw = pd.DataFrame({"row": np.arange(len(test)), target: test_pred})
+sub = pd.DataFrame({task["submission_columns"][0]: test[task["id_column"]], task["submission_columns"][1]: test_pred})
+if MODE == "predict":
+    sub.to_csv(os.environ["MCGS_PREDICT_OUTPUT"], index=False)
+    raw.to_csv(os.environ["MCGS_PREDICT_OUTPUT"] + ".raw.csv", index=False)
+else:
+    if MODE == "search":
+        val = folds.loc[folds["fold"] >= 0, "row"].to_numpy()
+        os.makedirs("working", exist_ok=True)
+        os.makedirs("submission", exist_ok=True)
+        pd.DataFrame({"row": val, target: oof[val]}).to_csv(task["outputs"]["oof"], index=False)
+        raw.to_csv(task["outputs"]["test_pred"], index=False)
+        sub.to_csv(task["outputs"]["submission"], index=False)
+    joblib.dump({"contract": "1.1", "mode": "refit" if refit else "cv", "estimators": fitted}, MODEL_FILE)
+'''
+
+
+@pytest.mark.slow
+def test_a_program_written_from_the_llm_prompt_contract_exports_and_reproduces_the_run(tmp_path):
+    from mcgs.coders.anthropic import prompt_environment
+    from mcgs.contract import CONTRACT_VERSION
+
+    task = build_demo_task(tmp_path / "task")
+    baseline = tmp_path / "prompt_style.py"
+    baseline.write_text(PROMPT_STYLE_PROGRAM)
+    settings = SearchSettings(time_budget_s=120, max_nodes=1, num_drafts=1, plan_candidates=0, coder="recipe", ensemble=False)
+    search = create_search(task, tmp_path / "run", settings=settings, coder=RecipeCoder(models=MODELS), baseline=baseline)
+    search.run()
+    search = open_search(tmp_path / "run")
+    node = next(n for n in search.nodes() if n.config.get("baseline"))
+    assert node.state.value == "valid", node.error
+    prompt = prompt_environment().get_template("_prefix.j2").render(  # what the LLM coder is told
+        contract_version=CONTRACT_VERSION, task=search.task, description="", profile_text="", knowledge=[], train_only_columns=[])
+    for phrase in ("MCGS_MODE", "MCGS_MODEL_FILE", "MCGS_PREDICT_INPUT", "MCGS_PREDICT_OUTPUT", ".raw.csv", '"mode": "refit"'):
+        assert phrase in prompt, phrase
+
+    result = export_node(search, tmp_path / "model", node_seq=node.seq)
+    test_csv = search.input_dir / search.task.test_file
+    ran = subprocess.run([sys.executable, str(result.path / "predict.py"), str(test_csv), str(tmp_path / "raw.csv"), "--raw"], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    expected = pd.read_csv(search.node_dir(node) / "working" / "test_pred.csv")
+    assert np.abs(pd.read_csv(tmp_path / "raw.csv").to_numpy() - expected.to_numpy()).max() <= 1e-6
+    ran = subprocess.run([sys.executable, str(result.path / "train.py")], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    ran = subprocess.run([sys.executable, str(result.path / "predict.py"), str(test_csv), str(tmp_path / "refit.csv")], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and len(pd.read_csv(tmp_path / "refit.csv")) == search.task.n_test, ran.stderr[-3000:]
