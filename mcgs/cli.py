@@ -239,6 +239,9 @@ def run(
         "auto", help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set)."
     ),
     max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With the anthropic coder: stop calling the API before this many US dollars are spent."),
+    models: Optional[str] = typer.Option(
+        None, help="Model families the recipe coder may use, comma-separated knowledge ids, e.g. model.lightgbm,model.logistic_regression (default: every one that applies)."
+    ),
     baseline: Optional[Path] = typer.Option(
         None, help="A starter program (following docs/solution_contract.md) run as the first node; the search builds from it."
     ),
@@ -269,6 +272,7 @@ def run(
             policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
             plan_candidates=plans,
             coder=coder,
+            **({"recipe_models": [m.strip() for m in models.split(",") if m.strip()]} if models is not None else {}),
         )
         if max_cost_usd is not None:
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})

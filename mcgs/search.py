@@ -954,7 +954,7 @@ def _default_coder(settings: SearchSettings) -> Coder:
     """The coder named by the settings (resolved once at run creation and stored)."""
     from mcgs.coders.recipe import RecipeCoder
 
-    recipe = RecipeCoder(seed=settings.seed)
+    recipe = RecipeCoder(seed=settings.seed, models=settings.recipe_models)
     if resolve_coder_name(settings) == "anthropic":
         from mcgs.coders.anthropic import AnthropicCoder
 

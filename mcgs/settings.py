@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "settings_file"]
@@ -227,6 +227,10 @@ class SearchSettings(BaseSettings):
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
         keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
+        recipe_models: Model knowledge entries the recipe coder may choose from (ids such as
+            ``model.lightgbm``; like FLAML's ``estimator_list``); ``None`` allows every
+            applicable one. An entry that does not apply to the task is ignored; when none
+            applies, all applicable ones are used.
         coder: Who writes programs: ``recipe`` (offline), ``anthropic`` (Claude, needs
             ``ANTHROPIC_API_KEY``) or ``auto`` (anthropic when the key is set, else recipe).
             A run stores the coder it resolved to.
@@ -307,6 +311,7 @@ class SearchSettings(BaseSettings):
     seed: int = 0
     keep_workspaces: bool = False
     coder: Literal["auto", "recipe", "anthropic"] = "auto"
+    recipe_models: list[str] | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
     isolation: Literal["auto", "namespaces", "process-session"] = "auto"
     min_free_disk_mb: float = Field(1024.0, ge=0)
@@ -318,6 +323,19 @@ class SearchSettings(BaseSettings):
         """Time limit of one candidate before the remaining budget is considered, seconds:
         ``min(per_run_timeout_s, node_timeout_share * time_budget_s)``."""
         return min(self.per_run_timeout_s, self.node_timeout_share * self.time_budget_s)
+
+    @field_validator("recipe_models")
+    @classmethod
+    def _known_models(cls, models: list[str] | None) -> list[str] | None:
+        if models is None:
+            return None
+        from mcgs.knowledge_base import load_entries
+
+        known = sorted(e.id for e in load_entries() if e.recipe is not None and e.recipe.kind == "model")
+        unknown = [m for m in models if m not in known]
+        if unknown or not models:
+            raise ValueError(f"{', '.join(unknown) or 'an empty list'} is not a model entry; choose among {', '.join(known)}")
+        return models
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSettings":

@@ -9,6 +9,7 @@ import pytest
 
 from mcgs.mlebench import MLEBenchError
 from mcgs.mlebench.campaign import CampaignSpec, aggregate_reports, run_campaign
+from mcgs.search import open_search
 
 
 def _rep(comp, seed, score, medal=None, valid=True, above=False, cost=0.0):
@@ -47,7 +48,8 @@ def test_an_unprepared_competition_without_raw_data_names_the_fix(tmp_path):
 def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, tmp_path):
     spec = CampaignSpec(
         competitions=("spaceship-titanic",), seeds=(0, 1), time_budget_s=300, data_dir=tmp_path / "data", out_dir=tmp_path / "camp",
-        raw_root=shared_data, settings={"max_nodes": 1, "num_drafts": 1, "plan_candidates": 0, "coder": "recipe", "ensemble": False},
+        raw_root=shared_data, settings={"max_nodes": 1, "num_drafts": 1, "plan_candidates": 0, "coder": "recipe", "ensemble": False,
+                  "recipe_models": ["model.lightgbm"]},
     )
     said: list[str] = []
     result = run_campaign(spec, say=said.append)
@@ -61,6 +63,8 @@ def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, 
     for png in ("spaceship-titanic.png", "campaign.png"):
         assert (tmp_path / "camp" / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(result["reports"][0]["best_so_far"]) >= 1  # the draft finished
+    drafts = [n for n in open_search(tmp_path / "camp" / "runs" / "spaceship-titanic-seed0").nodes() if n.parent_id is not None]
+    assert drafts and all("model.lightgbm" in n.knowledge_ids for n in drafts)  # the campaign's settings reached the coder
     md = (tmp_path / "camp" / "campaign.md").read_text()
     assert "| spaceship-titanic | 0 |" in md and "valid submission" in md
     assert "Command: `mcgs mlebench campaign --competitions spaceship-titanic --seeds 0,1 --time-budget 300s" in md

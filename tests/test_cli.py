@@ -81,7 +81,8 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     # The test is about stopping and resuming, not about the per-candidate limit: on a loaded
     # machine a boosting draft can pass a quarter of the budget and leave fewer valid nodes.
     env["MCGS_NODE_TIMEOUT_SHARE"] = "1.0"
-    cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--max-nodes", "3", "--time-budget", "10m"]
+    cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--max-nodes", "3", "--time-budget", "10m",
+           "--plans", "0", "--models", "model.logistic_regression,model.lightgbm"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60
     while _running_node(run / "mcgs.db") is None and time.monotonic() < deadline:

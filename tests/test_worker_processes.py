@@ -73,7 +73,7 @@ def test_a_worker_process_joins_a_live_run_and_both_search(tmp_path):
     env = {**os.environ, "MCGS_ENSEMBLE": "false", "MCGS_NODE_TIMEOUT_SHARE": "1.0"}
     run = subprocess.Popen(
         [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run_dir), "--coder", "recipe", "--plans", "0",
-         "--time-budget", "60s", "--cpu-threads", "1"],
+         "--time-budget", "45s", "--cpu-threads", "1", "--models", "model.logistic_regression,model.lightgbm"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     deadline = time.monotonic() + 60
