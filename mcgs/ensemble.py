@@ -27,7 +27,7 @@ temperature) is kept only when it improves the selection criterion.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -42,6 +42,7 @@ __all__ = [
     "blend_predictions",
     "fold_standard_error",
     "nested_ensemble_score",
+    "selection_criterion",
     "selection_score",
     "render_ensemble_program",
     "render_stacking_program",
@@ -122,12 +123,76 @@ def blend_predictions(spec: TaskSpec, preds: list[np.ndarray], weights: list[flo
 
 
 def selection_score(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> tuple[str, float, bool]:
-    """Score used to select ensemble members: ``(name, value, higher_is_better)``."""
+    """Score used to select ensemble members: ``(name, value, higher_is_better)``.
+
+    One call; a selection loop should prepare the labels once with :func:`selection_criterion`.
+    """
+    name, score, higher = selection_criterion(spec, y_true)
+    return name, score(pred), higher
+
+
+def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callable[[np.ndarray], float], bool]:
+    """The criterion ensemble selection optimises, prepared once for the labels ``y_true``:
+    ``(name, score(pred) -> float, higher_is_better)``.
+
+    The task metric, except that metrics on hard labels (accuracy, F1) of classification tasks
+    are replaced by log loss, which is smooth in the blend weights. The labels are encoded once
+    (selection scores hundreds of blends of the same rows), and the two criteria selection meets
+    most are computed directly from their definitions: binary ROC AUC as the Mann-Whitney
+    statistic of tie-averaged ranks (``scipy.stats.rankdata``; equal to scikit-learn's
+    trapezoidal AUC, Hanley & McNeil 1982) and log loss of clipped, renormalised probabilities
+    (as ``score_predictions`` and scikit-learn compute it). Every other metric goes through
+    :func:`mcgs.evaluation.score_predictions`. ``tests/test_ensemble.py`` checks both fast paths
+    against scikit-learn.
+
+    Args:
+        spec: The task.
+        y_true: Labels of the rows, shape (n,) or (n, n_targets), as the engine holds them.
+
+    Returns:
+        ``(name, score, higher_is_better)``; ``score`` takes predictions in contract layout,
+        shape (n, n_cols).
+    """
     metric = get_metric(spec.metric)
+    name, higher = spec.metric, spec.higher_is_better
     if spec.task_kind in ("binary", "multiclass") and not metric.needs_proba:
-        surrogate = spec.model_copy(update={"metric": "log_loss", "higher_is_better": False})
-        return "log_loss", score_predictions(surrogate, y_true, pred), False
-    return spec.metric, score_predictions(spec, y_true, pred), spec.higher_is_better
+        name, higher = "log_loss", False
+    if spec.task_kind == "binary" and name in ("roc_auc", "log_loss"):
+        arr = np.asarray(y_true, dtype=object)
+        pos = spec.positive_class
+        y = np.fromiter((v == pos or str(v) == str(pos) for v in arr), dtype=bool, count=len(arr))
+        n_pos, n_neg = int(y.sum()), int((~y).sum())
+        if name == "roc_auc" and n_pos and n_neg:
+            from scipy.stats import rankdata
+
+            def auc(pred: np.ndarray) -> float:
+                ranks = rankdata(pred[:, 0])
+                return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+            return name, auc, higher
+        if name == "log_loss":
+            eps = np.finfo(float).eps
+
+            def binary_log_loss(pred: np.ndarray) -> float:
+                p = np.clip(pred[:, 0], eps, 1 - eps)
+                return float(-np.mean(np.where(y, np.log(p), np.log1p(-p))))
+
+            return name, binary_log_loss, higher
+    if spec.task_kind == "multiclass" and name == "log_loss" and spec.class_labels:
+        labels = [str(c) for c in spec.class_labels]
+        index = {c: i for i, c in enumerate(labels)}
+        idx = np.fromiter((index[str(v)] for v in y_true), dtype=int, count=len(y_true))
+        rows = np.arange(len(idx))
+        eps = np.finfo(float).eps
+
+        def multiclass_log_loss(pred: np.ndarray) -> float:
+            p = np.clip(pred, 1e-15, 1)
+            p = p / p.sum(axis=1, keepdims=True)
+            return float(-np.mean(np.log(np.clip(p[rows, idx], eps, 1 - eps))))
+
+        return name, multiclass_log_loss, higher
+    target = spec if name == spec.metric else spec.model_copy(update={"metric": name, "higher_is_better": higher})
+    return name, (lambda pred: score_predictions(target, y_true, pred)), higher
 
 
 def greedy_selection(
@@ -167,8 +232,7 @@ def greedy_selection(
     total = None
     chosen: list[int] = []
     best_prefix: tuple[float, list[int]] | None = None
-    name = spec.metric
-    higher = spec.higher_is_better
+    name, score, higher = selection_criterion(spec, y_true)
     since_best = 0
     for _ in range(max_steps):
         if since_best >= patience:
@@ -176,7 +240,7 @@ def greedy_selection(
         step_best = None
         for m in ids:
             cand = (oofs[m] if total is None else (total + oofs[m])) / (len(chosen) + 1)
-            name, value, higher = selection_score(spec, y_true, _from_logits(spec, cand) if geometric else cand)
+            value = score(_from_logits(spec, cand) if geometric else cand)
             if step_best is None or (value > step_best[0] if higher else value < step_best[0]):
                 step_best = (value, m)
         value, m = step_best
@@ -199,14 +263,15 @@ def _fit_temperature(spec: TaskSpec, y_true: np.ndarray, blended: np.ndarray) ->
     from scipy.optimize import minimize_scalar
 
     z = _to_logits(spec, blended)
+    _, score, higher = selection_criterion(spec, y_true)
 
     def loss(log_t: float) -> float:
-        _, value, higher = selection_score(spec, y_true, _from_logits(spec, z / np.exp(log_t)))
+        value = score(_from_logits(spec, z / np.exp(log_t)))
         return -value if higher else value
 
     res = minimize_scalar(loss, bounds=(np.log(0.25), np.log(4.0)), method="bounded", options={"xatol": 1e-3})
     t = round(float(np.exp(res.x)), 4)  # as written into the ensemble's program
-    _, value, _ = selection_score(spec, y_true, _from_logits(spec, z / t))
+    value = score(_from_logits(spec, z / t))
     return t, float(value)
 
 
@@ -224,7 +289,7 @@ def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.nd
     best = greedy_selection(spec, y_true, oofs, max_steps=max_steps)
     if not _probabilistic(spec):
         return best
-    higher = selection_score(spec, y_true, next(iter(oofs.values())))[2]
+    higher = selection_criterion(spec, y_true)[2]
 
     def better(a: float, b: float) -> bool:
         return a > b + 1e-6 if higher else a < b - 1e-6

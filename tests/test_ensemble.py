@@ -8,7 +8,7 @@ import pytest
 
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.ensemble import blend_predictions, greedy_selection, nested_ensemble_score, select_ensemble
+from mcgs.ensemble import blend_predictions, greedy_selection, nested_ensemble_score, select_ensemble, selection_criterion
 from mcgs.evaluation import score_predictions
 from mcgs.node import NodeState, Operator
 from mcgs.search import create_search
@@ -50,6 +50,35 @@ def test_greedy_selection_uses_log_loss_for_accuracy_tasks(tmp_path):
     sel = greedy_selection(spec, labels, {1: good[:, None], 2: other[:, None], 3: noise[:, None]})
     assert sel.criterion == "log_loss"
     assert set(sel.weights) == {1, 2}
+
+
+@pytest.mark.parametrize("kind, metric, criterion", [
+    ("binary", "roc_auc", "roc_auc"), ("binary", "accuracy", "log_loss"), ("binary", "log_loss", "log_loss"),
+    ("multiclass", "log_loss", "log_loss"), ("multiclass", "accuracy", "log_loss"), ("regression", "rmse", "rmse"),
+])
+def test_the_prepared_selection_criterion_equals_the_task_metric_computed_by_scikit_learn(tmp_path, kind, metric, criterion):
+    """The criterion ensemble selection evaluates hundreds of times per ensemble is computed
+    from its definition (ranks, clipped logs); it must give scikit-learn's value, ties and
+    probabilities of exactly 0 and 1 included."""
+    spec = make_task(tmp_path / "t", kind, metric=metric)
+    rng = np.random.default_rng(3)
+    n = 500
+    if kind == "binary":
+        y = rng.choice([True, False], n)
+        pred = np.round(rng.random((n, 1)), 2)  # many ties
+        pred[:5] = 0.0
+        pred[5:10] = 1.0
+    elif kind == "multiclass":
+        y = rng.choice(["high", "low", "mid"], n)
+        pred = rng.dirichlet([1, 1, 1], n)
+        pred[:5] = [1.0, 0.0, 0.0]
+    else:
+        y = rng.normal(10, 2, n)
+        pred = (y + rng.normal(0, 1, n))[:, None]
+    name, score, higher = selection_criterion(spec, y)
+    reference = spec.model_copy(update={"metric": criterion, "higher_is_better": criterion == "roc_auc"})
+    assert (name, higher) == (criterion, criterion == "roc_auc")
+    assert score(pred) == pytest.approx(score_predictions(reference, y, pred), rel=1e-9, abs=1e-12)
 
 
 def test_the_cross_fitted_score_removes_the_optimism_of_selecting_on_the_same_rows(tmp_path):
