@@ -140,8 +140,9 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
     (selection scores hundreds of blends of the same rows), and the two criteria selection meets
     most are computed directly from their definitions: binary ROC AUC as the Mann-Whitney
     statistic of tie-averaged ranks (``scipy.stats.rankdata``; equal to scikit-learn's
-    trapezoidal AUC, Hanley & McNeil 1982) and log loss of clipped, renormalised probabilities
-    (as ``score_predictions`` and scikit-learn compute it). Every other metric goes through
+    trapezoidal AUC, Hanley & McNeil 1982), log loss of clipped, renormalised probabilities
+    (as ``score_predictions`` and scikit-learn compute it), and RMSE, RMSLE and MAE (per target
+    column, then averaged, which is also MLE-bench's mean column-wise RMSLE). Every other metric goes through
     :func:`mcgs.evaluation.score_predictions`. ``tests/test_ensemble.py`` checks both fast paths
     against scikit-learn.
 
@@ -191,6 +192,19 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
             return float(-np.mean(np.log(np.clip(p[rows, idx], eps, 1 - eps))))
 
         return name, multiclass_log_loss, higher
+    if spec.task_kind in ("regression", "multi_target_regression") and name in ("rmse", "rmsle", "mean_column_rmsle", "mae"):
+        log = name in ("rmsle", "mean_column_rmsle")
+        yt = np.asarray(y_true, dtype=float).reshape(len(y_true), -1)
+        if log:
+            yt = np.log1p(yt)
+
+        def regression(pred: np.ndarray) -> float:  # mean over target columns, as score_predictions
+            p = np.log1p(np.clip(pred, 0, None)) if log else pred
+            err = p - yt
+            per_column = np.abs(err).mean(axis=0) if name == "mae" else np.sqrt((err**2).mean(axis=0))
+            return float(per_column.mean())
+
+        return name, regression, higher
     target = spec if name == spec.metric else spec.model_copy(update={"metric": name, "higher_is_better": higher})
     return name, (lambda pred: score_predictions(target, y_true, pred)), higher
 

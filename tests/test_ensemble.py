@@ -55,6 +55,8 @@ def test_greedy_selection_uses_log_loss_for_accuracy_tasks(tmp_path):
 @pytest.mark.parametrize("kind, metric, criterion", [
     ("binary", "roc_auc", "roc_auc"), ("binary", "accuracy", "log_loss"), ("binary", "log_loss", "log_loss"),
     ("multiclass", "log_loss", "log_loss"), ("multiclass", "accuracy", "log_loss"), ("regression", "rmse", "rmse"),
+    ("regression", "mae", "mae"), ("multi_target_regression", "rmsle", "rmsle"),
+    ("multi_target_regression", "mean_column_rmsle", "mean_column_rmsle"), ("multiclass", "roc_auc", "roc_auc"),
 ])
 def test_the_prepared_selection_criterion_equals_the_task_metric_computed_by_scikit_learn(tmp_path, kind, metric, criterion):
     """The criterion ensemble selection evaluates hundreds of times per ensemble is computed
@@ -72,9 +74,12 @@ def test_the_prepared_selection_criterion_equals_the_task_metric_computed_by_sci
         y = rng.choice(["high", "low", "mid"], n)
         pred = rng.dirichlet([1, 1, 1], n)
         pred[:5] = [1.0, 0.0, 0.0]
-    else:
+    elif kind == "regression":
         y = rng.normal(10, 2, n)
         pred = (y + rng.normal(0, 1, n))[:, None]
+    else:
+        y = np.exp(rng.normal(1, 1, (n, 2)))
+        pred = np.clip(y + rng.normal(0, 1, (n, 2)), -0.5, None)  # negative predictions are clipped, as by the metric
     name, score, higher = selection_criterion(spec, y)
     reference = spec.model_copy(update={"metric": criterion, "higher_is_better": criterion == "roc_auc"})
     assert (name, higher) == (criterion, criterion == "roc_auc")
