@@ -3,7 +3,12 @@ runs and honours the solution contract for every task kind it claims."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
+import pandas as pd
 import pytest
 from mcgs.knowledge_base import KnowledgeBaseError, load_entries, retrieve
 
@@ -51,6 +56,30 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
         assert entry.id in ids and "data.split_compound_strings" in ids
         assert np.isfinite(ev.score)
         assert ev.test_pred.shape == (spec.n_test, len(spec.prediction_columns))
+        if kind in ("binary", "regression"):
+            _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, tmp_path / entry.id / "ws", entry.id)
+
+
+def _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, ws, model_id):
+    """Predict mode (contract 1.1) on three test rows, one of them with a category and a
+    compound string no training or test row has: the known rows get exactly the predictions
+    they had in the full test table (every feature statistic comes from the run's rows, not
+    from the rows sent), and the unseen values do not break the program."""
+    test = pd.read_csv(spec.data_dir / spec.test_file)
+    rows = [0, 5, 7]
+    few = test.iloc[rows].copy()
+    odd = test.iloc[[1]].copy()
+    odd["kind"], odd["code"] = "never-seen", "Q/99999/Z/extra"
+    pd.concat([few, odd]).to_csv(ws / "few.csv", index=False)
+    env = {**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": "working/model.joblib",
+           "MCGS_PREDICT_INPUT": "few.csv", "MCGS_PREDICT_OUTPUT": "few_out.csv"}
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, (model_id, r.stderr[-3000:])
+    got = pd.read_csv(ws / "few_out.csv.raw.csv")
+    expected = pd.read_csv(ws / "working" / "test_pred.csv").iloc[rows]
+    assert len(got) == 4 and np.isfinite(got.drop(columns="row").to_numpy()).all()
+    diff = np.abs(got.drop(columns="row").to_numpy()[:3] - expected.drop(columns="row").to_numpy()).max()
+    assert diff <= 1e-6, (model_id, diff)
 
 
 def test_profile_sees_column_kinds_not_names(tmp_path):
@@ -179,3 +208,41 @@ def test_text_recipes_run_and_read_the_text(tmp_path, kind):
         ev, out, ids = run_recipe(spec, config, tmp_path / model)
         assert ev.score > 0.9, (model, ev.score)  # the words give the label away; only reading them scores
         assert "data.text_statistics" in ids
+
+
+def test_lags_of_rows_sent_for_prediction_are_taken_from_the_runs_rows(tmp_path):
+    """A time-indexed task: lags and rolling means of the covariates are computed along time over
+    train + test; three test rows predicted alone get the lags (and predictions) they had."""
+    import yaml
+
+    from mcgs.task import load_task
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    n = 600
+    df = pd.DataFrame({"rid": range(n), "datetime": pd.date_range("2021-01-01", periods=n, freq="h").astype(str),
+                       "temp": rng.normal(20, 5, n).round(1), "hum": rng.integers(20, 90, n), "season": rng.choice(["a", "b"], n)})
+    df["count"] = (df.temp * 3 + rng.normal(0, 5, n)).clip(0)
+    train, test = df.iloc[:500], df.iloc[500:].drop(columns="count")
+    train.to_csv(folder / "train.csv", index=False)
+    test.to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"rid": test.rid, "count": 0}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "rmsle", "target": "count", "id_column": "rid",
+                                                      "validation": {"kind": "time_split", "time_column": "datetime", "n_splits": 3}}))
+    spec = load_task(folder)
+    config = RecipeCoder().default_config("model.lightgbm", profile_task(spec))
+    config["features"] = {f: True for f in FEATURE_ORDER}
+    config["params"]["n_estimators"] = 40
+    _, _, ids = run_recipe(spec, config, tmp_path / "run")
+    assert "data.covariate_lags" in ids
+    ws = tmp_path / "run" / "ws"
+    rows = [3, 50, 99]
+    test.iloc[rows].to_csv(ws / "few.csv", index=False)
+    env = {**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": "working/model.joblib",
+           "MCGS_PREDICT_INPUT": "few.csv", "MCGS_PREDICT_OUTPUT": "few_out.csv"}
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = pd.read_csv(ws / "few_out.csv.raw.csv")["count"].to_numpy()
+    expected = pd.read_csv(ws / "working" / "test_pred.csv")["count"].to_numpy()[rows]
+    assert np.abs(got - expected).max() <= 1e-6
