@@ -163,7 +163,9 @@ def _drive(search) -> None:
                 line = f"score {node.score:.5f} {took}"
             else:
                 reason = (node.error or "").strip().splitlines()[0][:120] if node.error else ""
-                line = f"[{'yellow' if node.state.value == 'interrupted' else 'red'}]{node.state.value}[/] {took} {reason}"
+                if node.state.value == "timeout" and reason.startswith("timed out"):
+                    reason, took = "", f"(limit {node.runtime_s:.0f}s per candidate)" if node.runtime_s is not None else took
+                line = f"[{'yellow' if node.state.value == 'interrupted' else 'red'}]{node.state.value}[/] {took} {reason}".rstrip()
             progress.console.print(f"  node {node.seq} {node.operator.value}: {line}", highlight=False)
 
         search.callbacks.append(on_node)
@@ -188,14 +190,20 @@ def _summary(search) -> None:
     path = search.export_best(best) if best else None
     t = Table(show_header=False, box=None)
     t.add_row("run", str(search.run_dir))
-    interrupted = sum(n.state.value == "interrupted" for n in search.nodes())
-    t.add_row("nodes", f"{len(nodes)} ({sum(n.is_valid for n in nodes)} valid, {sum(n.state.is_failure() for n in nodes)} failed)" + (f"; {interrupted} interrupted" if interrupted else ""))
+    everything = [n for n in search.nodes() if n.parent_id is not None]
+    states: dict[str, int] = {}
+    for n in everything:
+        if not n.is_valid:
+            states[n.state.value] = states.get(n.state.value, 0) + 1
+    detail = ", ".join([f"{sum(n.is_valid for n in nodes)} valid"] + [f"{v} {k}" for k, v in sorted(states.items())])
+    t.add_row("nodes", f"{len(everything)} ({detail})")
     if best is None:
         t.add_row("best validation score", "none: no candidate produced a valid submission")
     else:
         t.add_row(f"best validation score ({search.task.metric})", f"{best.score:.6f} (node {best.seq}, {best.operator.value})")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
+        t.add_row("next", f"mcgs report {search.run_dir} -o report.html; mcgs export {search.run_dir} --out MODEL_DIR")
     ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
     if ens and best is not None and best.operator.value != "ensemble":
         t.add_row("ensemble", f"node {ens[-1].seq} scored {ens[-1].score:.6f}: more than one standard error below the best node, not chosen")
@@ -428,6 +436,24 @@ def status(
         return
     from rich.live import Live
 
+    if not out.is_terminal:  # a pipe or a file: a snapshot whenever the run has changed
+        try:
+            last = None
+            while True:
+                rec = search.storage.get_run(search.run_record.name)
+                nodes = search.storage.get_nodes(search.run_id)
+                key = (rec.status, len(nodes), sum(n.state.is_finished() for n in nodes))
+                if key != last:
+                    out.print(status_view(search))
+                    last = key
+                if rec.status in ("finished", "stopped"):
+                    break
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            search.storage.close()
+        return
     try:
         with Live(status_view(search), console=out, refresh_per_second=4, screen=False) as live:
             while True:
@@ -461,7 +487,7 @@ def report(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory."),
-    out_dir: Path = typer.Option(..., "--out", help="Folder to write (replaced if it exists)."),
+    out_dir: Path = typer.Option(..., "--out", help="Folder to write: new, empty, or an earlier export (which is replaced)."),
     node: Optional[int] = typer.Option(None, help="Node number to export (default: the run's chosen node)."),
     storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password."),
 ) -> None:
@@ -482,7 +508,8 @@ def export(
     out.print(f"exported node {result.node_seq} to {result.path}: {m['ms_per_row']} ms per row, model {m['model_mb']} MiB"
               + (f"; constraints passed: {', '.join(m['passed'])}" if m["passed"] else "")
               + (f"; {len(result.rejected)} better node(s) broke a constraint (see MODEL_CARD.md)" if result.rejected else ""))
-    out.print(f"use: python {result.path / 'predict.py'} IN.csv OUT.csv")
+    out.print(f"use: pip install -r {result.path / 'requirements.txt'}  (once, in the environment that will predict)\n"
+              f"     python {result.path / 'predict.py'} IN.csv OUT.csv   (or: from predict import predict; predict(dataframe))")
 
 
 @app.command("set")

@@ -414,6 +414,20 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
     return "\n".join(lines)
 
 
+def _check_destination(search, out_dir: Path) -> None:
+    """Refuse an export folder whose replacement would destroy something: the run, the task, a
+    folder holding either, or a non-empty folder that is not an earlier export."""
+    dest = out_dir.resolve()
+    for what, folder in (("run folder", search.run_dir), ("task folder", getattr(search.task, "data_dir", None))):
+        if folder is None:
+            continue
+        folder = Path(folder).resolve()
+        if dest == folder or folder.is_relative_to(dest) or dest.is_relative_to(folder):
+            raise ExportError(f"--out {out_dir} is, holds or lies inside the {what} {folder}; choose a new folder, e.g. {folder.parent / 'model'}")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / "export.json").is_file():
+        raise ExportError(f"--out {out_dir} exists and is not an earlier mcgs export (no export.json); choose a new or empty folder")
+
+
 def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
     """Export a node of ``search`` to ``out_dir`` and check the task's constraints on it.
 
@@ -422,18 +436,24 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
     be exported (a program that saves no fitted model), the best single node that passes is
     exported instead and the card lists the ones rejected with their measurements.
 
+    ``out_dir`` is created, or replaced when it holds an earlier export; any other existing
+    non-empty folder, and the run or task folder (or a folder containing them), is refused.
+
     Raises:
-        ExportError: no valid node, the node is not valid or has no saved model, or every
-            candidate breaks a constraint.
+        ExportError: no valid node, the node is not valid or has no saved model, every
+            candidate breaks a constraint, or ``out_dir`` is refused.
     """
     from mcgs.node import Operator
 
     out_dir = Path(out_dir)
+    _check_destination(search, out_dir)
     nodes = {n.seq: n for n in search.nodes()}
     note = ""
     if node_seq is not None:
-        if node_seq not in nodes or not nodes[node_seq].is_valid:
-            raise ExportError(f"node {node_seq} is not a valid node of this run; `mcgs status` lists them")
+        if node_seq not in nodes or nodes[node_seq].parent_id is None:
+            raise ExportError(f"the run has no node {node_seq}; `mcgs status` shows the best nodes and `mcgs report` all of them")
+        if not nodes[node_seq].is_valid:
+            raise ExportError(f"node {node_seq} is {nodes[node_seq].state.value}, not valid: only nodes that ran and were scored can be exported")
         candidates = [nodes[node_seq]]
     else:
         final = search.final_node

@@ -1065,7 +1065,10 @@ def open_search(
     if storage is None:
         db = run_dir / DB_NAME
         if not db.is_file():
-            raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing); start one with `mcgs run TASK --out {run_dir}`")
+            hint = (" it looks like a task folder: pass the RUN_DIR you gave `mcgs run ... --out RUN_DIR`"
+                    if any((run_dir / f).is_file() for f in ("task.yaml", "train.csv", "config.yaml"))
+                    else " pass the folder given to `mcgs run TASK --out RUN_DIR`, or start a run with that command")
+            raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing);{hint}")
         storage = default_storage_url(run_dir)
     store = _open_storage(storage)
     runs = store.list_runs()

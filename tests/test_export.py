@@ -116,15 +116,16 @@ def test_an_ensemble_is_exported_with_its_members_and_blends_as_in_the_run(finis
 
 @pytest.mark.slow
 def test_a_node_that_breaks_the_inference_limit_gives_way_to_one_that_passes(tmp_path):
-    search = _run(tmp_path, constraints="constraints: {max_inference_ms_per_row: 40}\n")
+    search = _run(tmp_path, constraints="constraints: {max_inference_ms_per_row: 100}\n")
     chosen = search.final_node
     singles = [n for n in search.nodes() if n.is_valid]
     assert len(singles) >= 2
-    # Make the chosen node slow to predict (10 s for ~140 rows, about 70 ms per row): a fixture
-    # standing for a model that is accurate but slow; the other nodes are left as they ran.
+    # Make the chosen node slow to predict (20 s for ~140 rows, about 140 ms per row; the others
+    # take 15-25 ms per row, mostly Python's start): a fixture standing for a model that is
+    # accurate but slow; the other nodes are left as they ran.
     program = search.node_dir(chosen) / "solution.py"
     program.write_text(program.read_text().replace('MODE = os.environ.get("MCGS_MODE", "search")',
-                                                   'MODE = os.environ.get("MCGS_MODE", "search")\nif MODE == "predict":\n    import time; time.sleep(10)', 1))
+                                                   'MODE = os.environ.get("MCGS_MODE", "search")\nif MODE == "predict":\n    import time; time.sleep(20)', 1))
     con_node = {n.id: n for n in search.nodes()}[chosen.id]
     import sqlite3
 
@@ -138,11 +139,11 @@ def test_a_node_that_breaks_the_inference_limit_gives_way_to_one_that_passes(tmp
     exported = {n.seq: n for n in search.nodes()}[result.node_seq]
     better = exported.score <= chosen.score if search.task.higher_is_better else exported.score >= chosen.score
     assert better  # a lower-scoring node, which passes
-    assert result.rejected[0]["node"] == chosen.seq and result.rejected[0]["ms_per_row"] > 40
-    assert result.measurements["ms_per_row"] <= 40 and result.measurements["passed"] == ["max_inference_ms_per_row=40"]
+    assert result.rejected[0]["node"] == chosen.seq and result.rejected[0]["ms_per_row"] > 100
+    assert result.measurements["ms_per_row"] <= 100 and result.measurements["passed"] == ["max_inference_ms_per_row=100"]
     card = (tmp_path / "model" / "MODEL_CARD.md").read_text()
-    assert "limit 40 ms" in card and f"| {chosen.seq} |" in card and "max_inference_ms_per_row=40" in card
-    with pytest.raises(ExportError, match="is not a valid node"):
+    assert "limit 100 ms" in card and f"| {chosen.seq} |" in card and "max_inference_ms_per_row=100" in card
+    with pytest.raises(ExportError, match="has no node 999"):
         export_node(search, tmp_path / "x", node_seq=999)
 
 
@@ -236,3 +237,19 @@ def test_a_program_written_from_the_llm_prompt_contract_exports_and_reproduces_t
     assert ran.returncode == 0, ran.stderr[-3000:]
     ran = subprocess.run([sys.executable, str(result.path / "predict.py"), str(test_csv), str(tmp_path / "refit.csv")], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and len(pd.read_csv(tmp_path / "refit.csv")) == search.task.n_test, ran.stderr[-3000:]
+
+
+def test_export_refuses_a_destination_it_would_destroy_and_names_a_node_it_cannot_export(finished, tmp_path):
+    for dest in (finished.run_dir, finished.run_dir.parent, finished.run_dir / "model", finished.task.data_dir):
+        with pytest.raises(ExportError, match="choose a new folder"):
+            export_node(finished, dest)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not an earlier mcgs export"):
+        export_node(finished, notes)
+    assert (notes / "notes.txt").read_text() == "mine"
+    with pytest.raises(ExportError, match="has no node 999"):
+        export_node(finished, tmp_path / "m", node_seq=999)
+    res = CliRunner().invoke(app, ["export", str(finished.task.data_dir), "--out", str(tmp_path / "m")], env={"COLUMNS": "200"})
+    assert res.exit_code != 0 and "looks like a task folder" in res.output and "Traceback" not in res.output

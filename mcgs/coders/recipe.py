@@ -130,6 +130,15 @@ class RecipeCoder:
         allowed = [e for e in entries if self.models is None or e.id in self.models]
         return allowed or entries
 
+    @staticmethod
+    def _expected_fit_s(entry: KnowledgeEntry, profile: dict[str, Any]) -> float:
+        """A rough prior of a draft's run time, seconds: ``relative_cost`` x 4 s per 5 000
+        training rows (at least one unit). Calibrated on this project's measurements with 2
+        threads: LightGBM (cost 1) drafts of spaceship-titanic's 8 693 rows take 7-11 s and
+        CatBoost (cost 10) 43-48 s (docs/results/throughput.md). Only used to draft slow
+        families after fast ones when the per-candidate limit is short."""
+        return entry.recipe.relative_cost * 4.0 * max(1.0, float(profile.get("n_train") or 0) / 5000.0)
+
     def _cheapest(self, profile: dict[str, Any], exclude: str | None = None, max_priority: int | None = None) -> str:
         """The applicable model entry with the lowest relative cost (Debug's safe choice),
         optionally among entries at least as preferred as ``max_priority``."""
@@ -186,6 +195,8 @@ class RecipeCoder:
         models = self._models(req.profile)
         used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
         unused = [m for m in models if m.id not in used]
+        # Under a short time limit, families expected to need more than half of it are drafted last.
+        unused.sort(key=lambda m: self._expected_fit_s(m, req.profile) > 0.5 * req.per_run_timeout_s)
         entry = unused[0] if unused else rng.choice(models)
         config = self.default_config(entry.id, req.profile)
         if not unused:
