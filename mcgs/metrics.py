@@ -243,8 +243,12 @@ def get_metric(name: str) -> Metric:
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in _REGISTRY:
+        import difflib
+
+        close = difflib.get_close_matches(key, [*metric_names(), *_ALIASES], n=1, cutoff=0.75)
+        hint = f"did you mean {_ALIASES.get(close[0], close[0])!r}? " if close else ""
         raise UnknownMetricError(
-            f"unknown metric {name!r}; known metrics: {', '.join(metric_names())} "
+            f"unknown metric {name!r}; {hint}known metrics: {', '.join(metric_names())} "
             f"(aliases: {', '.join(sorted(_ALIASES))})"
         )
     return _REGISTRY[key]

@@ -66,6 +66,7 @@ def test_probability_metric_asks_for_probabilities(tmp_path):
         (None, "add a task.yaml with at least `metric"),
         ({"target": "label"}, "metric: required"),
         ({"metric": "f2_weird"}, "unknown metric 'f2_weird'"),
+        ({"metric": "accuarcy"}, "unknown metric 'accuarcy'; did you mean 'accuracy'?"),
         ({"metric": "accuracy", "target": "nope"}, "target column 'nope' is not in the training file"),
         ({"metric": "accuracy", "id_column": "x"}, "id_column 'x' is not a column of sample_submission.csv"),
         ({"metric": "accuracy", "validation": {"kind": "group_kfold"}}, "needs validation.group_column"),
