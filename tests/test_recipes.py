@@ -56,7 +56,7 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
         assert entry.id in ids and "data.split_compound_strings" in ids
         assert np.isfinite(ev.score)
         assert ev.test_pred.shape == (spec.n_test, len(spec.prediction_columns))
-        if kind in ("binary", "regression"):
+        if kind == "binary":  # the feature blocks are shared by every kind; lags: the test below
             _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, tmp_path / entry.id / "ws", entry.id)
 
 
