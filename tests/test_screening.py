@@ -44,7 +44,7 @@ class SlowFirstPlan:
 
 
 def _settings(**kw):
-    base = dict(time_budget_s=600, per_run_timeout_s=12, num_drafts=1, max_nodes=1, seed=0, ensemble=False, policy="tree", screen_timeout_s=6, screen_share=0.3)
+    base = dict(time_budget_s=600, per_run_timeout_s=20, num_drafts=1, max_nodes=1, seed=0, ensemble=False, policy="tree", screen_timeout_s=10, screen_share=0.3)
     return SearchSettings(**(base | kw))
 
 
