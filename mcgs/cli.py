@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -191,10 +192,7 @@ def _summary(search) -> None:
     t = Table(show_header=False, box=None)
     t.add_row("run", str(search.run_dir))
     everything = [n for n in search.nodes() if n.parent_id is not None]
-    states: dict[str, int] = {}
-    for n in everything:
-        if not n.is_valid:
-            states[n.state.value] = states.get(n.state.value, 0) + 1
+    states = Counter(n.state.value for n in everything if not n.is_valid)
     detail = ", ".join([f"{sum(n.is_valid for n in nodes)} valid"] + [f"{v} {k}" for k, v in sorted(states.items())])
     t.add_row("nodes", f"{len(everything)} ({detail})")
     if best is None:
