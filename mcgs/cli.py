@@ -201,7 +201,8 @@ def _summary(search) -> None:
         t.add_row(f"best validation score ({search.task.metric})", f"{best.score:.6f} (node {best.seq}, {best.operator.value})")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
-        t.add_row("next", f"mcgs report {search.run_dir} -o report.html; mcgs export {search.run_dir} --out MODEL_DIR")
+        prog = sys.argv[0] if Path(sys.argv[0]).name == "mcgs" else "mcgs"  # as the user typed it, e.g. .venv/bin/mcgs
+        t.add_row("next", f"{prog} report {search.run_dir} -o report.html; {prog} export {search.run_dir} --out MODEL_DIR")
     ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
     if ens and best is not None and best.operator.value != "ensemble":
         t.add_row("ensemble", f"node {ens[-1].seq} scored {ens[-1].score:.6f}: more than one standard error below the best node, not chosen")
