@@ -27,7 +27,7 @@ demo: install
 
 ## Run the test suite (tests needing ../shared/data skip when it is absent, unless CI=true).
 test: install-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 ## Regenerate the CLI reference (docs/cli.md) from the commands' own help texts.
 docs: install
