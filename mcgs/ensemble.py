@@ -31,7 +31,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from mcgs.evaluation import score_predictions
+from mcgs.evaluation import normalised_probabilities, positive_labels, score_predictions
 from mcgs.metrics import get_metric
 from mcgs.task import TaskSpec
 
@@ -159,9 +159,7 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
     if spec.task_kind in ("binary", "multiclass") and not metric.needs_proba:
         name, higher = "log_loss", False
     if spec.task_kind == "binary" and name in ("roc_auc", "log_loss"):
-        arr = np.asarray(y_true, dtype=object)
-        pos = spec.positive_class
-        y = np.fromiter((v == pos or str(v) == str(pos) for v in arr), dtype=bool, count=len(arr))
+        y = positive_labels(spec, y_true).astype(bool)
         n_pos, n_neg = int(y.sum()), int((~y).sum())
         if name == "roc_auc" and n_pos and n_neg:
             from scipy.stats import rankdata
@@ -187,8 +185,7 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
         eps = np.finfo(float).eps
 
         def multiclass_log_loss(pred: np.ndarray) -> float:
-            p = np.clip(pred, 1e-15, 1)
-            p = p / p.sum(axis=1, keepdims=True)
+            p = normalised_probabilities(pred)
             return float(-np.mean(np.log(np.clip(p[rows, idx], eps, 1 - eps))))
 
         return name, multiclass_log_loss, higher

@@ -24,6 +24,8 @@ __all__ = [
     "validate_submission",
     "read_predictions",
     "score_predictions",
+    "positive_labels",
+    "normalised_probabilities",
     "evaluate_workspace",
 ]
 
@@ -214,6 +216,19 @@ def read_predictions(spec: TaskSpec, path: Path, rel: str, expected_rows: np.nda
     return vals
 
 
+def positive_labels(spec: TaskSpec, y_true: np.ndarray) -> np.ndarray:
+    """Binary labels as 0/1, shape (n,): 1 where the label is the task's positive class (compared
+    as read and as text, so ``True``, ``"True"`` and ``1`` / ``"1"`` match)."""
+    pos = spec.positive_class
+    return np.fromiter((v == pos or str(v) == str(pos) for v in y_true), dtype=int, count=len(y_true))
+
+
+def normalised_probabilities(pred: np.ndarray) -> np.ndarray:
+    """Class probabilities clipped to [1e-15, 1] and renormalised to sum to 1 per row, shape (n, k)."""
+    p = np.clip(pred, 1e-15, 1)
+    return p / p.sum(axis=1, keepdims=True)
+
+
 def score_predictions(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> float:
     """Score predictions with the task metric.
 
@@ -227,7 +242,7 @@ def score_predictions(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> f
     """
     metric = get_metric(spec.metric)
     if spec.task_kind == "binary":
-        y = np.array([v == spec.positive_class or str(v) == str(spec.positive_class) for v in y_true], dtype=int)
+        y = positive_labels(spec, y_true)
         p = pred[:, 0]
         if metric.needs_proba:
             return metric.score(y, p)
@@ -236,9 +251,7 @@ def score_predictions(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> f
         labels = [str(c) for c in spec.class_labels or []]
         y = np.array([str(v) for v in y_true])
         if metric.needs_proba:
-            p = np.clip(pred, 1e-15, 1)
-            p = p / p.sum(axis=1, keepdims=True)
-            return metric.score(y, p, labels=labels)
+            return metric.score(y, normalised_probabilities(pred), labels=labels)
         return metric.score(y, np.asarray(labels)[pred.argmax(axis=1)], labels=labels)
     if spec.task_kind == "regression":
         return metric.score(y_true.astype(float), pred[:, 0])
