@@ -71,6 +71,15 @@ class ExportResult:
 
 # predict() and main() of both predict.py variants (no format fields: appended after formatting)
 _PREDICT_TAIL = '''
+def _keep_layout(output_path, raw):
+    """Keep the prediction-column layout (raw) or the submission format at OUTPUT_PATH."""
+    if raw:
+        os.replace(str(output_path) + ".raw.csv", output_path)
+    else:
+        os.remove(str(output_path) + ".raw.csv")
+    return output_path
+
+
 def predict(df, raw=False):
     """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
     import pandas as pd
@@ -124,11 +133,7 @@ def predict_file(input_path, output_path, raw=False):
     res = subprocess.run([sys.executable, "solution.py"], cwd=HERE, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError("prediction failed:\\n" + res.stderr[-3000:])
-    if raw:
-        os.replace(str(output_path) + ".raw.csv", output_path)
-    else:
-        os.remove(str(output_path) + ".raw.csv")
-    return output_path
+    return _keep_layout(output_path, raw)
 
 '''
 
@@ -177,11 +182,7 @@ def predict_file(input_path, output_path, raw=False):
             os.replace(str(out) + ".raw.csv", work / "test_pred.csv")
         shutil.copyfile(HERE / "solution.py", tmp / "solution.py")
         _run(tmp, {{**os.environ, "MCGS_MODE": "predict", "MCGS_PREDICT_INPUT": input_path, "MCGS_PREDICT_OUTPUT": str(output_path)}})
-    if raw:
-        os.replace(str(output_path) + ".raw.csv", output_path)
-    else:
-        os.remove(str(output_path) + ".raw.csv")
-    return output_path
+    return _keep_layout(output_path, raw)
 
 '''
 
