@@ -22,7 +22,8 @@ from mcgs.sandbox import (
     scrubbed_env,
 )
 
-pytestmark = pytest.mark.timeout(60)
+# serial: several tests bound how long a kill or a timeout may take (make test runs them alone)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.serial]
 
 
 def _write(workspace: Path, code: str, name: str = "solution.py") -> Path:

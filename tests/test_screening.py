@@ -48,8 +48,10 @@ def _settings(**kw):
     return SearchSettings(**(base | kw))
 
 
+@pytest.mark.serial  # valid plans must finish inside the 10-s screening limit
 def test_screening_drafts_the_best_plan_first(demo_task, tmp_path):
-    plain = create_search(demo_task, tmp_path / "plain", settings=_settings(plan_candidates=0), coder=SlowFirstPlan())
+    # the hanging plan sleeps 600 s: a 5-s limit is enough wherever only it is run
+    plain = create_search(demo_task, tmp_path / "plain", settings=_settings(plan_candidates=0, per_run_timeout_s=5), coder=SlowFirstPlan())
     first = plain.step()
     assert first.plan.split("] ", 1)[1].startswith("HANGS") and first.state.value == "timeout"  # without screening: the coder's order
 
@@ -67,7 +69,7 @@ def test_screening_drafts_the_best_plan_first(demo_task, tmp_path):
     # a resumed run with more nodes takes the next plans from the stored ranking, no re-screening
     coder = SlowFirstPlan()
     again = open_search(tmp_path / "run", coder=coder)
-    again.settings = again.settings.model_copy(update={"num_drafts": 2, "max_nodes": 2})
+    again.settings = again.settings.model_copy(update={"num_drafts": 2, "max_nodes": 2, "per_run_timeout_s": 5})
     again.run()
     drafts = [n for n in again.nodes() if n.operator is Operator.DRAFT]
     assert len(drafts) == 2 and "screening: timeout" in drafts[1].plan and coder.drafts == 0
