@@ -13,7 +13,10 @@ The final submission follows the one-standard-error rule (Breiman, Friedman, Ols
 *Classification and Regression Trees*, 1984; Hastie, Tibshirani & Friedman, *ESL* §7.10):
 the ensemble is preferred to the single best node unless it is worse by more than one standard
 error of the best node's fold scores, since differences inside the noise of CV do not justify
-the higher-variance choice.
+the higher-variance choice. The slack goes only to an ensemble built after the best node (one
+whose selection could have used it): an ensemble built earlier in the search combines an older
+pool, and its being close to the best node says nothing in its favour, so it must be at least as
+good to be handed in (:func:`choose_final`).
 
 For probability outputs two refinements are tried on the same OOF rows: blending in log-odds /
 log-probability space (a weighted geometric mean, renormalised) besides the arithmetic mean, and
@@ -27,7 +30,7 @@ temperature) is kept only when it improves the selection criterion.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -40,6 +43,8 @@ __all__ = [
     "greedy_selection",
     "select_ensemble",
     "blend_predictions",
+    "choose_final",
+    "honest_score",
     "fold_standard_error",
     "nested_ensemble_score",
     "selection_criterion",
@@ -286,11 +291,17 @@ def _fit_temperature(spec: TaskSpec, y_true: np.ndarray, blended: np.ndarray) ->
     return t, float(value)
 
 
+# members tried alone with a fitted temperature besides the greedy blends (select_ensemble)
+_CALIBRATED_SINGLES = 5
+
+
 def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.ndarray], *, max_steps: int = 25) -> EnsembleSelection:
     """Greedy forward selection (Caruana et al. 2004) with the probability refinements of this
     module: for probability outputs, both the arithmetic and the geometric blend are selected
     and the better kept, then a temperature is fitted on the blend and kept if it helps by more
-    than 1e-6 of the criterion. Regression tasks get the arithmetic blend only.
+    than 1e-6 of the criterion; the five members best before calibration are also tried alone,
+    each with its own fitted temperature, and one of them replaces the blend if it is better
+    still. Regression tasks get the arithmetic blend only.
 
     Args and Raises: as :func:`greedy_selection`.
 
@@ -313,6 +324,15 @@ def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.nd
     t, value = _fit_temperature(spec, y_true, blended)
     if better(value, best.criterion_value):
         best = dataclasses.replace(best, temperature=t, criterion_value=value)
+    # Greedy steps compare members before calibration: an under-confident member (a regularised
+    # linear model on many classes) loses every step, yet calibrated alone it can beat the
+    # calibrated blend. The best few members are also tried alone with their own temperature.
+    _, score, _ = selection_criterion(spec, y_true)
+    raw = sorted(oofs, key=lambda m: score(oofs[m]), reverse=higher)
+    for m in raw[:_CALIBRATED_SINGLES]:
+        t, value = _fit_temperature(spec, y_true, oofs[m])
+        if better(value, best.criterion_value):
+            best = EnsembleSelection(weights={m: 1}, criterion=best.criterion, criterion_value=value, blend="mean", temperature=t)
     return best
 
 
@@ -358,6 +378,52 @@ def fold_standard_error(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray, fo
     if len(scores) < 2:
         return 0.0
     return float(np.std(scores, ddof=1) / np.sqrt(len(scores)))
+
+
+def honest_score(node) -> float:
+    """An ensemble node's cross-fitted score (``config["nested_score"]``) when it has one, else
+    its engine score: an ensemble's own OOF score is optimistic, its weights were fitted on those
+    rows (:func:`nested_ensemble_score`)."""
+    nested = node.config.get("nested_score")
+    return float(nested) if nested is not None else float(node.score)
+
+
+def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_error: Callable[[], float]):
+    """The node a run hands in: the best single node or one of its ensemble nodes.
+
+    An ensemble is eligible when its honest score (:func:`honest_score`) is at least as good as
+    the best single node's score, or, if it was created after that node (``seq`` greater), when
+    it is worse by at most one standard error of the best node's fold scores (the one-standard-
+    error rule, module docstring). The eligible ensemble with the best honest score wins (the
+    latest among equals); with none eligible, the best single node.
+
+    Args:
+        best: The best valid non-ensemble node (a :class:`~mcgs.node.FrozenNode`).
+        ensembles: Valid ensemble nodes of the run, any order.
+        higher_is_better: Metric direction.
+        standard_error: Returns the standard error of ``best``'s fold scores (metric units); called
+            at most once, and only when an ensemble's eligibility depends on it.
+
+    Returns:
+        ``best`` or one of ``ensembles``.
+    """
+    sign = 1.0 if higher_is_better else -1.0
+    se: list[float] = []
+
+    def eligible(e) -> bool:
+        gap = sign * (best.score - honest_score(e))  # > 0: the ensemble is worse
+        if gap <= 0:
+            return True
+        if e.seq < best.seq:
+            return False
+        if not se:
+            se.append(standard_error())
+        return gap <= se[0]
+
+    chosen = [e for e in ensembles if eligible(e)]
+    if not chosen:
+        return best
+    return max(chosen, key=lambda e: (sign * honest_score(e), e.seq))
 
 
 def render_ensemble_program(members: Mapping[str, int], plan: str, blend: str = "mean", temperature: float = 1.0) -> str:

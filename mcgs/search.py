@@ -757,10 +757,16 @@ class Search:
         from mcgs.ensemble import nested_ensemble_score, render_ensemble_program, render_stacking_program, select_ensemble
         from mcgs.evaluation import read_predictions
 
-        members = [n for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
+        valid = valid_nodes(self.graph())
+        members = [n for n in valid if n.operator is not Operator.ENSEMBLE]
         self._ensemble_checked = len(members)
         members.sort(key=lambda n: (-n.score if self.task.higher_is_better else n.score, n.seq))
-        members = members[: self.settings.ensemble_max_members]
+        # the best nodes, plus the members of earlier ensembles: a weak node can be a strong
+        # member (a calibrated or diverse one), and a later selection should be able to find at
+        # least what an earlier one found
+        earlier = {int(i) for e in valid if e.operator is Operator.ENSEMBLE for i in e.config.get("weights", {})}
+        top = members[: self.settings.ensemble_max_members]
+        members = top + [n for n in members[self.settings.ensemble_max_members :] if n.id in earlier]
         if len(members) < 2:
             return None
         rows = self.labels.validated_rows
@@ -837,15 +843,11 @@ class Search:
 
     @property
     def final_node(self) -> FrozenNode | None:
-        """The node whose submission the run hands in.
-
-        The best valid ensemble node (the latest among equals) is chosen unless its score is worse than the best single
-        node's by more than one standard error of that node's fold scores (the one-standard-error
-        rule, Breiman et al. 1984); otherwise the best node. An ensemble is judged by its
-        cross-fitted score (``config.nested_score``, :func:`mcgs.ensemble.nested_ensemble_score`)
-        when it has one: its own OOF score is optimistic, as its weights were fitted on those rows.
-        """
-        from mcgs.ensemble import fold_standard_error
+        """The node whose submission the run hands in: the best single node or an ensemble
+        node, chosen by :func:`mcgs.ensemble.choose_final` (ensembles judged by their
+        cross-fitted score; the one-standard-error rule for ensembles built after the best node).
+        None when no valid node exists."""
+        from mcgs.ensemble import choose_final, fold_standard_error
         from mcgs.evaluation import read_predictions
 
         valid = valid_nodes(self.graph())
@@ -854,21 +856,16 @@ class Search:
         if not singles:
             return None
         best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
-        if not ensembles:
-            return best
-        def honest(n: FrozenNode) -> float:
-            nested = n.config.get("nested_score")
-            return float(nested) if nested is not None else n.score
 
-        ens = min(reversed(ensembles), key=lambda n: -honest(n) if self.task.higher_is_better else honest(n))
-        rows = self.labels.validated_rows
-        try:
-            oof = read_predictions(self.task, self.node_dir(best) / OOF_PATH, OOF_PATH, rows)
-        except OutputError:
-            return ens if (honest(ens) >= best.score if self.task.higher_is_better else honest(ens) <= best.score) else best
-        se = fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
-        gap = (best.score - honest(ens)) if self.task.higher_is_better else (honest(ens) - best.score)
-        return ens if gap <= se else best
+        def standard_error() -> float:
+            rows = self.labels.validated_rows
+            try:
+                oof = read_predictions(self.task, self.node_dir(best) / OOF_PATH, OOF_PATH, rows)
+            except OutputError:  # the workspace is gone: no slack
+                return 0.0
+            return fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
+
+        return choose_final(best, ensembles, self.task.higher_is_better, standard_error)
 
     def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
         if self.is_worker:  # the run's own process keeps best/ and the clock

@@ -8,9 +8,9 @@ import pytest
 
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.ensemble import blend_predictions, greedy_selection, nested_ensemble_score, select_ensemble, selection_criterion
+from mcgs.ensemble import blend_predictions, choose_final, greedy_selection, nested_ensemble_score, select_ensemble, selection_criterion
 from mcgs.evaluation import score_predictions
-from mcgs.node import NodeState, Operator
+from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
 from recipe_runs import make_task
@@ -139,6 +139,26 @@ def test_select_ensemble_sharpens_under_confident_members_and_drops_flat_ones(tm
     assert score_predictions(spec, labels, blended) == pytest.approx(sel.criterion_value, rel=1e-6)
 
 
+def test_select_ensemble_hands_in_a_calibrated_single_member_when_it_beats_every_blend(tmp_path):
+    """Leaf-classification in the ablation: greedy steps compare members before calibration,
+    so an accurate but under-confident member (shrunk logits) loses to confident, less accurate
+    ones; calibrated alone it is the best there is."""
+    spec = make_task(tmp_path / "t", "multiclass", metric="log_loss")
+    rng = np.random.default_rng(4)
+    n = 3000
+    y = rng.integers(0, 3, n)
+    logits = 4.0 * np.eye(3)[y]
+    accurate_but_shrunk = _softmax(0.2 * (logits + rng.normal(0, 0.8, (n, 3))))
+    confident = {m: _softmax(1.0 * (logits + rng.normal(0, 3.0, (n, 3)))) for m in (2, 3)}
+    labels = np.asarray(["high", "low", "mid"])[y]
+    oofs = {1: accurate_but_shrunk, **confident}
+    plain = greedy_selection(spec, labels, oofs)
+    assert 1 not in plain.weights or len(plain.weights) > 1  # greedy alone does not find it
+    sel = select_ensemble(spec, labels, oofs)
+    assert sel.weights == {1: 1} and sel.temperature < 0.5
+    assert score_predictions(spec, labels, blend_predictions(spec, [oofs[1]], [1], "mean", sel.temperature)) == pytest.approx(sel.criterion_value, rel=1e-6)
+
+
 def test_select_ensemble_keeps_the_plain_mean_for_regression(tmp_path):
     spec = make_task(tmp_path / "t", "regression", metric="rmse")
     rng = np.random.default_rng(3)
@@ -185,3 +205,34 @@ def test_stacking_node_runs_in_a_search_and_is_reviewed(demo_task, tmp_path):
     assert ens[0].review["verdict"] == "passed"
     singles = [n.score for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE]
     assert ens[0].score > min(singles) - 0.01  # an honest second level is not far below its members
+
+
+def _node(seq: int, score: float, operator=Operator.IMPROVE, nested: float | None = None) -> FrozenNode:
+    config = {} if nested is None else {"nested_score": nested}
+    return FrozenNode(id=seq + 1, seq=seq, parent_id=1, operator=operator, state=NodeState.VALID, score=score, config=config)
+
+
+def test_the_final_choice_gives_the_one_standard_error_slack_only_to_ensembles_built_after_the_best_node():
+    """Nomad2018 in the ablation (mcgs, seed 0): an ensemble built at node 11 (cross-fitted RMSLE
+    0.06127) was handed in instead of node 19 (0.06019), because it lay within one standard error
+    of it, though it never saw node 19. Only an ensemble built after the best node gets the slack."""
+    best = _node(19, 0.06019)
+    stale = _node(11, 0.06108, Operator.ENSEMBLE, nested=0.06127)
+    calls = []
+
+    def se():
+        calls.append(1)
+        return 0.002
+
+    assert choose_final(best, [stale], higher_is_better=False, standard_error=se) is best
+    assert calls == []  # not needed: a stale ensemble must simply be at least as good
+    late = _node(21, 0.06000, Operator.ENSEMBLE, nested=0.06090)  # worse than the best by 0.0007 < SE
+    assert choose_final(best, [stale, late], higher_is_better=False, standard_error=se) is late and calls == [1]
+    assert choose_final(best, [late], higher_is_better=False, standard_error=lambda: 0.0005) is best  # outside one SE
+    good_stale = _node(12, 0.0600, Operator.ENSEMBLE, nested=0.06010)  # better than the best even cross-fitted
+    assert choose_final(best, [stale, late, good_stale], higher_is_better=False, standard_error=se) is good_stale
+    # higher is better (AUC): the OOF score alone when no cross-fitted score was stored; latest among equals
+    auc_best = _node(5, 0.90)
+    a, b = _node(6, 0.905, Operator.ENSEMBLE), _node(9, 0.905, Operator.ENSEMBLE)
+    assert choose_final(auc_best, [a, b], higher_is_better=True, standard_error=se) is b
+    assert choose_final(auc_best, [_node(3, 0.899, Operator.ENSEMBLE)], higher_is_better=True, standard_error=se) is auc_best
