@@ -8,6 +8,7 @@ exit code 130 and it can be resumed.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -649,6 +650,42 @@ def mlebench_campaign(
         f"(gold {o['gold']}, silver {o['silver']}, bronze {o['bronze']}), above median {o['above_median_pct']} %; "
         f"report {out_dir / 'campaign.md'}"
     )
+
+
+@app.command()
+def bench(
+    competitions: str = typer.Option(..., help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification."),
+    competitors: str = typer.Option("mcgs,lightgbm,optuna,flaml", help="Comma-separated: mcgs, lightgbm (defaults), optuna (tuned LightGBM), flaml (AutoML)."),
+    time_budget: str = typer.Option("10m", help="Wall budget of every competitor on every competition."),
+    seed: int = typer.Option(0, help="Seed given to every competitor."),
+    threads: int = typer.Option(2, min=1, help="Threads (cores) every competitor may use."),
+    data: Path = typer.Option(..., "--data", help="Folder of prepared competitions (mcgs mlebench prepare --out)."),
+    out_dir: Path = typer.Option(..., "--out", help="Bench folder: runs/, results/, bench.json, bench.md."),
+    raw: Optional[Path] = typer.Option(None, "--raw", help="Folder holding <id>/raw; competitions not yet prepared in --data are prepared from it."),
+) -> None:
+    """Compare mcgs with LightGBM (defaults), Optuna-tuned LightGBM and FLAML AutoML on the same
+    MLE-bench splits, cores and wall budget, each in its own process; grade every submission on
+    the private split and report scores, ratios to the best and each one's budget overrun. A rerun
+    skips finished pairs. FLAML and Optuna come with `pip install -e ".[bench]"`."""
+    _setup_logging(False)
+    _sigterm_as_interrupt()
+    with _user_errors():
+        from mcgs.mlebench.bench import ALL_COMPETITORS, BenchSpec, run_bench
+
+        comps = tuple(c.strip() for c in competitions.split(",") if c.strip())
+        names = tuple(c.strip() for c in competitors.split(",") if c.strip())
+        if not comps or not names:
+            raise _UserError("give at least one competition (--competitions) and one competitor (--competitors)")
+        for name in names:
+            _choice("--competitors", name, ALL_COMPETITORS)
+        missing = [m for m, c in (("optuna", "optuna"), ("flaml", "flaml")) if c in names and importlib.util.find_spec(m) is None]
+        if missing:
+            raise _UserError(f"{' and '.join(missing)} not installed: run pip install -e \".[bench]\" in the mcgs checkout (or leave them out of --competitors)")
+        spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data,
+                         out_dir=out_dir, raw_root=raw, seed=seed, threads=threads)
+        result = run_bench(spec, say=lambda m: console.print(m, highlight=False))
+    ahead = f"mcgs ahead of FLAML on {result['mcgs_ahead_of_flaml']} of {result['compared_with_flaml']}; " if result["compared_with_flaml"] else ""
+    out.print(f"{ahead}report {out_dir / 'bench.md'}")
 
 
 def main() -> None:

@@ -81,24 +81,33 @@ def campaign_command(spec: CampaignSpec) -> str:
     return cmd + (f" --coder {spec.settings['coder']}" if "coder" in spec.settings else "")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a
+    resumed campaign) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
 
 
-def _ensure_prepared(comp: str, spec: CampaignSpec, say: Callable[[str], None]) -> None:
+def ensure_prepared(comp: str, data_dir: Path, raw_root: Path | None, say: Callable[[str], None]) -> None:
+    """Make sure ``data_dir/comp`` holds the prepared competition, preparing it from
+    ``raw_root/comp/raw`` when it is missing.
+
+    Raises:
+        MLEBenchError: an unknown competition id (the known ones are named), or one that is not
+            prepared while ``raw_root`` is None (the command to prepare it is given).
+    """
     get_competition(comp)  # unknown ids fail here, naming the known ones
-    if (spec.data_dir / comp / "config.yaml").is_file():
+    if (data_dir / comp / "config.yaml").is_file():
         return
-    if spec.raw_root is None:
+    if raw_root is None:
         raise MLEBenchError(
-            f"{comp} is not prepared in {spec.data_dir}: run `mcgs mlebench prepare {comp} --raw RAW --out {spec.data_dir}` "
+            f"{comp} is not prepared in {data_dir}: run `mcgs mlebench prepare {comp} --raw RAW --out {data_dir}` "
             f"or pass --raw FOLDER holding {comp}/raw"
         )
-    say(f"{comp}: preparing from {spec.raw_root / comp / 'raw'}")
-    prepare_competition(comp, spec.raw_root / comp / "raw", spec.data_dir)
+    say(f"{comp}: preparing from {raw_root / comp / 'raw'}")
+    prepare_competition(comp, raw_root / comp / "raw", data_dir)
 
 
 def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None]) -> dict[str, Any]:
@@ -149,7 +158,7 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
         KeyboardInterrupt: after the running search recorded its state; rerun to resume.
     """
     for comp in spec.competitions:
-        _ensure_prepared(comp, spec, say)
+        ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
     reports = []
     for comp in spec.competitions:
         for seed in spec.seeds:
@@ -158,7 +167,7 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
                 reports.append(json.loads(path.read_text()))
                 continue
             rep = _run_one(comp, seed, spec, say)
-            _atomic_write(path, json.dumps(rep, indent=2))
+            atomic_write(path, json.dumps(rep, indent=2))
             medal = "gold" if rep["gold_medal"] else "silver" if rep["silver_medal"] else "bronze" if rep["bronze_medal"] else "no medal"
             say(f"{comp} seed {seed}: score {rep['score']} ({medal}{', above median' if rep['above_median'] else ''})")
             reports.append(rep)
@@ -170,8 +179,8 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
         seeds=list(spec.seeds),
         command=campaign_command(spec),
     )
-    _atomic_write(spec.out_dir / "campaign.json", json.dumps({**agg, "reports": reports}, indent=2, default=str))
-    _atomic_write(spec.out_dir / "campaign.md", render_campaign_markdown(agg, reports))
+    atomic_write(spec.out_dir / "campaign.json", json.dumps({**agg, "reports": reports}, indent=2, default=str))
+    atomic_write(spec.out_dir / "campaign.md", render_campaign_markdown(agg, reports))
     _plots(spec, agg, reports)
     return {**agg, "reports": reports}
 

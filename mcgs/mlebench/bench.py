@@ -1,0 +1,246 @@
+"""``mcgs bench``: mcgs against FLAML, Optuna-tuned LightGBM and LightGBM with defaults, on the
+same prepared MLE-bench splits, the same cores and the same wall budget.
+
+Every (competition, competitor) pair runs in its own process, started and timed here: mcgs as
+``python -m mcgs run`` on the prepared competition folder (offline recipe coder), the others as
+``python -m mcgs.mlebench.competitors`` (:mod:`mcgs.mlebench.competitors` says what each one
+does). Each gets the budget and the same thread count; its wall time is measured from launch to
+exit, and the overrun (wall time less budget) is reported, since a tool that stops late has
+used more than its share. A process still alive at ``budget * 1.5 + 60 s`` is killed (with its
+children) and scored as having no submission. The submission each writes is graded on the
+private split with :func:`~mcgs.mlebench.grade.grade_submission`.
+
+The report (``bench.md`` / ``bench.json``) is a table of private-split scores, each with its
+ratio to the best score of the competition (1 = best; direction-aware: ``score / best`` when
+higher is better, ``best / score`` when lower is better), the medals, and the overruns.
+
+Resumable: a pair with a result file is not run again; an mcgs run that stopped part-way is
+resumed from its storage, a competitor that stopped is run again from the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared
+from mcgs.mlebench.competitors import COMPETITORS
+from mcgs.mlebench.grade import grade_submission
+
+__all__ = ["BenchSpec", "ALL_COMPETITORS", "run_bench", "render_bench_markdown", "bench_command"]
+
+ALL_COMPETITORS = ("mcgs", *COMPETITORS)
+KILL_FACTOR, KILL_GRACE_S = 1.5, 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSpec:
+    """What to compare.
+
+    Attributes:
+        competitions: MLE-bench competition ids.
+        competitors: Names from :data:`ALL_COMPETITORS`.
+        time_budget_s: Wall budget of every competitor on every competition, seconds.
+        data_dir: Folder of prepared competitions (``mcgs mlebench prepare --out``).
+        out_dir: Where each pair's folder (``runs/<id>/<competitor>/``), result files and the
+            report go.
+        raw_root: Folder holding ``<id>/raw``, to prepare competitions missing from ``data_dir``.
+        seed: Seed given to every competitor.
+        threads: Threads (cores) every competitor may use.
+    """
+
+    competitions: tuple[str, ...]
+    competitors: tuple[str, ...] = ALL_COMPETITORS
+    time_budget_s: float = 600.0
+    data_dir: Path = Path("data")
+    out_dir: Path = Path("bench")
+    raw_root: Path | None = None
+    seed: int = 0
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.competitors if c not in ALL_COMPETITORS]
+        if unknown:
+            raise ValueError(f"unknown competitor(s) {', '.join(unknown)}; choose from {', '.join(ALL_COMPETITORS)}")
+        if self.time_budget_s <= 0:
+            raise ValueError("the time budget must be positive")
+
+
+def bench_command(spec: BenchSpec) -> str:
+    """The ``mcgs bench`` command line that reproduces ``spec``."""
+    cmd = (f"mcgs bench --competitions {','.join(spec.competitions)} --competitors {','.join(spec.competitors)} "
+           f"--time-budget {spec.time_budget_s:.0f}s --seed {spec.seed} --threads {spec.threads} --data {spec.data_dir} --out {spec.out_dir}")
+    return cmd + (f" --raw {spec.raw_root}" if spec.raw_root is not None else "")
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    import psutil
+
+    try:
+        parent = psutil.Process(proc.pid)
+        family = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in family:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+def _command(spec: BenchSpec, comp: str, competitor: str, folder: Path) -> tuple[list[str], Path]:
+    """The process to start for one pair and the submission it leaves."""
+    task = spec.data_dir / comp
+    if competitor == "mcgs":
+        run_dir = folder / "run"
+        if (run_dir / "mcgs.db").is_file():
+            return [sys.executable, "-m", "mcgs", "resume", str(run_dir)], run_dir / "best" / "submission.csv"
+        return ([sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run_dir), "--time-budget", f"{spec.time_budget_s:.0f}s",
+                 "--seed", str(spec.seed), "--cpu-threads", str(spec.threads), "--coder", "recipe"], run_dir / "best" / "submission.csv")
+    if folder.exists():  # a competitor that stopped part-way starts again
+        shutil.rmtree(folder)
+    return ([sys.executable, "-m", "mcgs.mlebench.competitors", competitor, "--task", str(task), "--out", str(folder),
+             "--budget", f"{spec.time_budget_s:.1f}", "--threads", str(spec.threads), "--seed", str(spec.seed)], folder / "submission.csv")
+
+
+def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], None]) -> dict[str, Any]:
+    folder = spec.out_dir / "runs" / comp / competitor
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd, submission = _command(spec, comp, competitor, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    elapsed_before = 0.0
+    if competitor == "mcgs" and cmd[3] == "resume":
+        from mcgs.storage import Storage
+
+        st = Storage(f"sqlite:///{folder / 'run' / 'mcgs.db'}")
+        elapsed_before = st.list_runs()[0].elapsed_s or 0.0
+        st.close()
+    say(f"{comp} / {competitor}: {'resuming' if elapsed_before else 'running'} for {spec.time_budget_s - elapsed_before:.0f}s")
+    limit = (spec.time_budget_s - elapsed_before) * KILL_FACTOR + KILL_GRACE_S
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # the recipe coder only, never a paid call
+    start = time.monotonic()
+    with open(folder / "stdout.txt", "ab") as out, open(folder / "stderr.txt", "ab") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=limit)
+            status = "finished" if returncode == 0 else f"failed (exit {returncode})"
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            status = f"killed after {limit:.0f}s"
+        except BaseException:
+            _kill_tree(proc)
+            raise
+    wall = elapsed_before + time.monotonic() - start
+    report = grade_submission(comp, submission, spec.data_dir).to_dict()
+    if not status.startswith("finished"):
+        tail = (folder / "stderr.txt").read_text(errors="replace")[-1500:]
+        report["error"] = f"{status}: {tail.strip()[-600:]}" if tail.strip() else status
+    report.update(competitor=competitor, status=status, wall_s=round(wall, 1), budget_s=spec.time_budget_s,
+                  overrun_s=round(wall - spec.time_budget_s, 1), seed=spec.seed, threads=spec.threads, commit=engine_commit())
+    return report
+
+
+def _ratio(score: float | None, best: float | None, lower_is_better: bool) -> float | None:
+    if score is None or best is None or score == 0:
+        return None
+    return best / score if lower_is_better else score / best
+
+
+def _summary(results: list[dict[str, Any]], spec: BenchSpec) -> dict[str, Any]:
+    table: dict[str, dict[str, Any]] = {}
+    for comp in spec.competitions:
+        rows = [r for r in results if r["competition_id"] == comp]
+        scored = [r for r in rows if r["score"] is not None]
+        lower = rows[0]["is_lower_better"] if rows else False
+        best = (min if lower else max)((r["score"] for r in scored), default=None)
+        table[comp] = {r["competitor"]: {**r, "ratio_to_best": _ratio(r["score"], best, lower)} for r in rows}
+    ahead = []
+    for comp, by in table.items():
+        m, f = by.get("mcgs"), by.get("flaml")
+        if m and f and m["score"] is not None:
+            lower = m["is_lower_better"]
+            ahead.append(f["score"] is None or (m["score"] < f["score"] if lower else m["score"] > f["score"]))
+    return {"table": table, "mcgs_ahead_of_flaml": sum(ahead), "compared_with_flaml": len(ahead)}
+
+
+def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) every pair, then write ``results/<id>-<competitor>.json``, ``bench.json``
+    and ``bench.md`` under ``spec.out_dir``.
+
+    Returns:
+        ``{"table": {competition: {competitor: result}}, "mcgs_ahead_of_flaml": int,
+        "compared_with_flaml": int, ...}``; each result is a grading report plus ``status``,
+        ``wall_s``, ``overrun_s`` and ``ratio_to_best``.
+
+    Raises:
+        MLEBenchError: an unknown competition, or one neither prepared nor preparable.
+        KeyboardInterrupt: after killing the running competitor; rerun to resume.
+    """
+    for comp in spec.competitions:
+        ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
+    results = []
+    for comp in spec.competitions:
+        for competitor in spec.competitors:
+            path = spec.out_dir / "results" / f"{comp}-{competitor}.json"
+            if path.is_file():
+                results.append(json.loads(path.read_text()))
+                continue
+            rep = _run_pair(spec, comp, competitor, say)
+            atomic_write(path, json.dumps(rep, indent=2))
+            say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}")
+            results.append(rep)
+    summary = _summary(results, spec)
+    summary.update(date=dt.datetime.now().isoformat(timespec="seconds"), machine=f"{platform.machine()}, {os.cpu_count()} cores",
+                   time_budget_s=spec.time_budget_s, command=bench_command(spec), competitors=list(spec.competitors))
+    atomic_write(spec.out_dir / "bench.json", json.dumps(summary, indent=2, default=str))
+    atomic_write(spec.out_dir / "bench.md", render_bench_markdown(summary))
+    return summary
+
+
+def _fmt(x: float | None, digits: int = 5) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def render_bench_markdown(summary: dict[str, Any]) -> str:
+    """The report: scores with ratios to the best, medals, and each competitor's overrun."""
+    comps = summary["competitors"]
+    lines = [
+        f"# Equal-budget comparison ({summary['date']})",
+        "",
+        f"Machine: {summary['machine']}. Budget per competitor and competition: {summary['time_budget_s']:.0f}s. "
+        f"Command: `{summary['command']}`",
+        "",
+        "Private-split score (ratio to the competition's best score, 1 = best; medal if any). "
+        "`-`: no valid submission.",
+        "",
+        "| competition | " + " | ".join(comps) + " |",
+        "|---|" + "---|" * len(comps),
+    ]
+    for comp, by in summary["table"].items():
+        cells = []
+        for c in comps:
+            r = by.get(c)
+            if r is None or r["score"] is None:
+                cells.append("-")
+                continue
+            medal = "gold" if r["gold_medal"] else "silver" if r["silver_medal"] else "bronze" if r["bronze_medal"] else ""
+            cells.append(f"{_fmt(r['score'])} ({r['ratio_to_best']:.3f}){' ' + medal if medal else ''}")
+        lines.append(f"| {comp} | " + " | ".join(cells) + " |")
+    lines += ["", "Wall time less budget (s; positive = overran), and how each process ended:", "",
+              "| competition | " + " | ".join(comps) + " |", "|---|" + "---|" * len(comps)]
+    for comp, by in summary["table"].items():
+        cells = [f"{by[c]['overrun_s']:+.0f} ({by[c]['status']})" if c in by else "-" for c in comps]
+        lines.append(f"| {comp} | " + " | ".join(cells) + " |")
+    if summary["compared_with_flaml"]:
+        lines += ["", f"mcgs ahead of FLAML on {summary['mcgs_ahead_of_flaml']} of {summary['compared_with_flaml']} competitions."]
+    return "\n".join(lines) + "\n"

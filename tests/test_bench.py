@@ -1,0 +1,123 @@
+"""`mcgs bench` (issue 7): LightGBM defaults, Optuna-tuned LightGBM and FLAML on one plain
+featurisation, each in its own process with the same budget; submissions graded on the private
+split; overruns measured; a process past its hard limit killed; a rerun skips finished pairs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mcgs.cli import app
+from mcgs.mlebench.competitors import fit_competitor, plain_features, submission_frame
+from mcgs.task import load_task
+from recipe_runs import make_task
+
+
+def _text_task(folder):
+    """Binary task with a free-text column, a short categorical, a number, and a column that
+    only train has (a post-outcome field: it must never become a feature)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    good = rng.random(n) < 0.4
+    words = np.array(["pizza", "thanks", "hungry", "family", "student", "rent", "broke", "kind", "please", "today"])
+    text = [" ".join(rng.choice(words, 8)) + (" grateful pay forward" if g else " whatever") for g in good]
+    df = pd.DataFrame({"rid": [f"r{i}" for i in range(n)], "request_text": text, "city": rng.choice(["a", "b", None], n),
+                       "age": rng.integers(18, 60, n), "outcome": good, "votes_after": good.astype(int) * 5})
+    folder.mkdir(parents=True)
+    train, test = df.iloc[:300], df.iloc[300:].drop(columns=["outcome", "votes_after"])
+    train.to_csv(folder / "train.csv", index=False)
+    test.to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"rid": test["rid"], "outcome": 0.5}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "roc_auc", "target": "outcome", "id_column": "rid"}))
+    return load_task(folder)
+
+
+def test_plain_features_use_test_columns_only_and_vectorise_text(tmp_path):
+    spec = _text_task(tmp_path / "t")
+    X, X_test, info = plain_features(spec)
+    assert info == {"numeric": ["age"], "categorical": ["city"], "text": ["request_text"]}  # no votes_after, no id
+    assert X.shape[0] == 300 and X_test.shape[0] == 100 and X.shape[1] == X_test.shape[1] > 2
+    spec = make_task(tmp_path / "m", "multiclass")
+    X, X_test, info = plain_features(spec)
+    assert isinstance(X, pd.DataFrame) and str(X["kind"].dtype) == "category" and "target" not in X and "key" not in X
+
+
+@pytest.mark.parametrize("name", ["lightgbm", "optuna", "flaml"])
+def test_each_competitor_writes_a_submission_in_the_sample_format_within_its_budget(tmp_path, name):
+    spec = _text_task(tmp_path / "t")
+    start = time.monotonic()
+    record = fit_competitor(name, spec.data_dir, tmp_path / "out", budget_s=6, threads=1, seed=0, log=lambda m: None)
+    wall = time.monotonic() - start
+    sub = pd.read_csv(tmp_path / "out" / "submission.csv")
+    assert list(sub.columns) == ["rid", "outcome"] and sub["rid"].tolist() == [f"r{i}" for i in range(300, 400)]
+    assert sub["outcome"].between(0, 1).all() and sub["outcome"].nunique() >= 2
+    # the text carries the label: any of them ranks the hidden test rows far better than chance
+    truth = np.asarray([" grateful pay forward" in t for t in pd.read_csv(tmp_path / "t" / "test.csv")["request_text"]])
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(truth, sub["outcome"]) > 0.9
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["competitor"] == name == record["competitor"]
+    if name != "lightgbm":
+        assert wall < 6 * 3  # a tuner stops near its budget (overruns are measured by the bench, not bounded here)
+
+
+def test_regression_with_a_log_metric_and_two_targets_and_labels_as_the_submission_asks(tmp_path):
+    spec = make_task(tmp_path / "r", "multi_target_regression")  # two targets, RMSLE
+    fit_competitor("lightgbm", spec.data_dir, tmp_path / "r_out", budget_s=5, threads=1, seed=0, log=lambda m: None)
+    sub = pd.read_csv(tmp_path / "r_out" / "submission.csv")
+    assert list(sub.columns) == spec.submission_columns and (sub[["t1", "t2"]] > 0).all().all()
+    spec = make_task(tmp_path / "b", "binary")  # accuracy on True/False labels
+    test = pd.read_csv(spec.test_path)
+    sub = submission_frame(spec, test, np.linspace(0, 1, len(test))[:, None])
+    assert set(sub["target"].astype(str)) == {"True", "False"} and list(sub.columns) == spec.submission_columns
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_bench_grades_every_competitor_reports_overruns_kills_a_late_one_and_resumes(shared_data, tmp_path, monkeypatch):
+    import mcgs.mlebench.bench as bench
+
+    out, data = tmp_path / "bench", tmp_path / "data"
+    # a short mcgs search: two fast model families, no screening, one candidate may take the budget
+    monkeypatch.setenv("MCGS_RECIPE_MODELS", '["model.lightgbm", "model.logistic_regression"]')
+    monkeypatch.setenv("MCGS_NODE_TIMEOUT_SHARE", "1.0")
+    monkeypatch.setenv("MCGS_PLAN_CANDIDATES", "0")
+    args = ["bench", "--competitions", "spaceship-titanic", "--competitors", "lightgbm,optuna,mcgs", "--time-budget", "30s",
+            "--threads", "1", "--data", str(data), "--raw", str(shared_data), "--out", str(out)]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "bench.json").read_text())
+    rows = summary["table"]["spaceship-titanic"]
+    assert set(rows) == {"lightgbm", "optuna", "mcgs"}
+    for name, r in rows.items():
+        assert r["valid_submission"] and 0.7 < r["score"] < 0.9, (name, r.get("error"))  # accuracy on the private split
+        assert r["wall_s"] > 0 and r["overrun_s"] == pytest.approx(r["wall_s"] - 30, abs=0.2)
+    assert max(r["ratio_to_best"] for r in rows.values()) == 1.0 and min(r["ratio_to_best"] for r in rows.values()) > 0.8
+    md = (out / "bench.md").read_text()
+    assert "| spaceship-titanic |" in md and "Command: `mcgs bench --competitions spaceship-titanic" in md
+
+    # a competitor still running at its hard limit is killed and scored as having no submission
+    monkeypatch.setattr(bench, "KILL_FACTOR", 1.0)
+    monkeypatch.setattr(bench, "KILL_GRACE_S", 0.0)
+    spec = bench.BenchSpec(competitions=("spaceship-titanic",), competitors=("flaml",), time_budget_s=1.0, data_dir=data, out_dir=out)
+    late = bench.run_bench(spec, say=lambda m: None)["table"]["spaceship-titanic"]["flaml"]
+    assert late["status"].startswith("killed") and late["score"] is None and not late["valid_submission"]
+
+    # a rerun skips the finished pairs: nothing is started, the results are the same
+    started = []
+    monkeypatch.setattr(bench.subprocess, "Popen", lambda *a, **k: started.append(a) or pytest.fail("a finished pair ran again"))
+    again = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert started == [] and json.loads((out / "bench.json").read_text())["table"]["spaceship-titanic"]["mcgs"]["score"] == rows["mcgs"]["score"]
+
+
+def test_bench_names_a_competitor_it_does_not_know(tmp_path):
+    res = CliRunner().invoke(app, ["bench", "--competitions", "spaceship-titanic", "--competitors", "mcgs,autogluon",
+                                   "--data", str(tmp_path), "--out", str(tmp_path / "o")], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "--competitors: 'autogluon' is not one of mcgs, lightgbm, optuna, flaml" in res.output
