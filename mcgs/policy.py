@@ -351,17 +351,64 @@ def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bo
     return None
 
 
-def _selectable(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool) -> dict[int, bool]:
-    """Whether each node, or some node below it, can take another child now."""
-    out: dict[int, bool] = {}
-    order = sorted(g.nodes, key=lambda n: node(g, n).seq, reverse=True)  # children after parents
-    for v in order:
-        fn = node(g, v)
+class _Selectable:
+    """Whether a node, or some node below it, can take another child now; computed on demand
+    for the nodes UCT's descent looks at, and remembered for the rest of the selection.
+
+    A node is selectable when it is finished (or the root) and either it can be expanded
+    (:func:`_expansion_at`) or one of its primary children is selectable. Only the children on
+    the descent path are asked, and the search below a child stops at the first expandable
+    node, so a selection touches a small part of a large graph instead of every node. The
+    walk is iterative: chains of exhausted nodes can be deeper than Python's recursion limit.
+    """
+
+    def __init__(self, g: nx.DiGraph, s: SearchSettings, higher_is_better: bool):
+        self.g, self.s, self.hib = g, s, higher_is_better
+        self.memo: dict[int, bool] = {}
+
+    def _own(self, v: int) -> bool | None:
+        """True/False when v decides by itself; None when its children decide."""
+        fn = node(self.g, v)
         if not (fn.state.is_finished() or fn.state is NodeState.ROOT):
-            out[v] = False
-            continue
-        out[v] = _expansion_at(g, v, s, higher_is_better) is not None or any(out.get(c, False) for c in children(g, v))
-    return out
+            return False
+        if _expansion_at(self.g, v, self.s, self.hib) is not None:
+            return True
+        return None
+
+    def __call__(self, v: int) -> bool:
+        memo = self.memo
+        if v in memo:
+            return memo[v]
+        # frames: [node, iterator over its children, the child being decided (or None)]
+        stack: list[list] = [[v, None, None]]
+        while stack:
+            frame = stack[-1]
+            u, kids, waiting = frame
+            if kids is None:  # first visit
+                own = self._own(u)
+                if own is not None:
+                    memo[u] = own
+                    stack.pop()
+                    continue
+                kids = frame[1] = iter(children(self.g, u))
+            if waiting is not None and memo[waiting]:
+                memo[u] = True
+                stack.pop()
+                continue
+            frame[2] = None
+            for c in kids:
+                if c not in memo:
+                    frame[2] = c
+                    stack.append([c, None, None])  # decide c, then come back
+                    break
+                if memo[c]:
+                    memo[u] = True
+                    stack.pop()
+                    break
+            else:
+                memo[u] = False
+                stack.pop()
+        return memo[v]
 
 
 def _aggregate_expansion(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
@@ -415,7 +462,7 @@ def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_bet
     exp = _exploit_expansion(g, s, progress, higher_is_better, rng)
     if exp is not None:
         return exp
-    selectable = _selectable(g, s, higher_is_better)
+    selectable = _Selectable(g, s, higher_is_better)
     stats = tree_stats(g, s.virtual_loss, s.credit_share if s.policy == "mcgs" else 0.0)
     c = exploration_constant(progress, s)
     cost_scale = s.cost_penalty_share * s.time_budget_s
@@ -424,7 +471,7 @@ def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_bet
         exp = _expansion_at(g, v, s, higher_is_better)
         if exp is not None:
             return exp
-        cands = [ch for ch in children(g, v) if selectable.get(ch)]
+        cands = [ch for ch in children(g, v) if selectable(ch)]
         if not cands:
             return Expansion(root, Operator.DRAFT, reason="every branch is exhausted: extra draft")
         scored = [(uct_value(stats[ch], stats[v], c, cost_scale), rng.random(), ch) for ch in cands]

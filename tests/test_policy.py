@@ -345,3 +345,37 @@ def test_derived_structures_follow_a_graph_that_gains_nodes():
     g.add_edge(2, 3, kinds={EdgeKind.DERIVES})
     assert children(g, 2) == [3] and branch_of(g, 3) == 1 and branch_node_ids(g, 1) == [1, 2, 3]
     assert tree_stats(g)[1].visits == 3
+
+
+def test_selectable_is_decided_on_demand_and_agrees_with_its_definition():
+    """UCT descends only into subtrees that hold a node that can take a child. The on-demand,
+    iterative check (it looks at the descent's children, not at every node) must agree with the
+    definition on a random graph with failures, exhausted nodes and nodes in flight: a node is
+    selectable iff it is finished (or the root) and it, or a selectable primary child, can be
+    expanded. One chain is deeper than Python's recursion limit."""
+    from mcgs.graph import children
+    from mcgs.policy import _expansion_at, _Selectable
+
+    rng = random.Random(7)
+    spec = []
+    for i in range(1, 600):
+        parent = 0 if i <= 4 else rng.randint(1, i - 1)
+        state = rng.choice([V, V, V, B, R])
+        spec.append((i, parent, D if parent == 0 else (IMP if state is not B else DBG), state,
+                     rng.random() if state is V else None, (rng.random() if state is V else -1.0) if state is not R else None))
+    chain_parent = 1
+    for i in range(600, 1900):  # a long chain of valid nodes below node 1
+        spec.append((i, chain_parent, IMP, V, 0.5, 0.5))
+        chain_parent = i
+    g = graph(spec)
+    s = SearchSettings(policy="tree", num_improve_children=1, num_debug_children=1, max_debug_depth=2)
+
+    memo: dict[int, bool] = {}
+    for v in sorted(g.nodes, key=lambda n: g.nodes[n]["node"].seq, reverse=True):  # children first
+        fn = g.nodes[v]["node"]
+        ok = fn.state.is_finished() or fn.state is NodeState.ROOT
+        memo[v] = ok and (_expansion_at(g, v, s, True) is not None or any(memo[c] for c in children(g, v)))
+    lazy = _Selectable(g, s, True)
+    assert lazy(0) == memo[0]
+    assert len(lazy.memo) < g.number_of_nodes() / 4  # the root's answer needed a small part of the graph
+    assert all(lazy(v) == memo[v] for v in g.nodes)
