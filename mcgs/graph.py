@@ -50,32 +50,39 @@ def node(g: nx.DiGraph, node_id: int) -> FrozenNode:
 
 
 def _derived(g: nx.DiGraph) -> dict:
-    """Primary children (by seq), branch head of every node and branch members (by seq),
-    computed in one pass and cached on the graph."""
+    """Primary children (by seq), branch head of every node, branch members (by seq) and the
+    nodes in creation order, computed in one pass over plain dicts and cached on the graph."""
     key = g.number_of_nodes()  # O(1); networkx counts edges by summing degrees
     d = g.graph.get("_mcgs_derived")
     if d is not None and d["key"] == key:
         return d
-    by_seq = sorted(g.nodes, key=lambda n: g.nodes[n]["node"].seq)
-    kids: dict[int, list[int]] = {n: [] for n in g.nodes}
-    for a, b, data in g.edges(data=True):
-        if EdgeKind.DERIVES in data["kinds"]:
+    fnodes: dict[int, FrozenNode] = dict(g.nodes(data="node"))
+    by_seq = sorted(fnodes, key=lambda n: fnodes[n].seq)
+    kids: dict[int, list[int]] = {n: [] for n in by_seq}
+    for a, b, kinds in g.edges(data="kinds"):
+        if EdgeKind.DERIVES in kinds:
             kids[a].append(b)
-    seq = {n: g.nodes[n]["node"].seq for n in g.nodes}
     for lst in kids.values():
-        lst.sort(key=seq.__getitem__)
-    root = next((n for n in by_seq if g.nodes[n]["node"].state is NodeState.ROOT), None)
+        if len(lst) > 1:
+            lst.sort(key=lambda n: fnodes[n].seq)
+    root = next((n for n in by_seq if fnodes[n].state is NodeState.ROOT), None)
     head: dict[int, int | None] = {}
     members: dict[int, list[int]] = {}
     for n in by_seq:  # parents are created before their children
-        p = g.nodes[n]["node"].parent_id
+        p = fnodes[n].parent_id
         h = None if p is None else (n if p == root else head.get(p))
         head[n] = h
         if h is not None:
             members.setdefault(h, []).append(n)
-    d = {"key": key, "children": kids, "head": head, "members": members, "root": root}
+    d = {"key": key, "children": kids, "head": head, "members": members, "root": root, "nodes": fnodes, "by_seq": by_seq}
     g.graph["_mcgs_derived"] = d
     return d
+
+
+def nodes_by_seq(g: nx.DiGraph) -> list[FrozenNode]:
+    """Every node, in creation order (cached with the graph's derived structure)."""
+    d = _derived(g)
+    return [d["nodes"][n] for n in d["by_seq"]]
 
 
 def root_of(g: nx.DiGraph) -> int:
@@ -123,8 +130,7 @@ def branch_node_ids(g: nx.DiGraph, head: int) -> list[int]:
 
 def valid_nodes(g: nx.DiGraph) -> list[FrozenNode]:
     """All VALID nodes with a score, in creation order."""
-    ns = [d["node"] for _, d in g.nodes(data=True) if d["node"].is_valid]
-    return sorted(ns, key=lambda n: n.seq)
+    return [n for n in nodes_by_seq(g) if n.is_valid]
 
 
 def best_node(g: nx.DiGraph, higher_is_better: bool) -> FrozenNode | None:

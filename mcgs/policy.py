@@ -36,7 +36,7 @@ from typing import Sequence
 
 import networkx as nx
 
-from mcgs.graph import branch_node_ids, branch_of, children, node, primary_ancestors, root_of, valid_nodes
+from mcgs.graph import _derived, branch_node_ids, branch_of, children, node, nodes_by_seq, primary_ancestors, root_of, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
 
@@ -154,11 +154,12 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     ancestor credited once per node, and not twice when it is already on the node's own path).
     Finished nodes also add their candidate runtime, for cost-aware selection.
     """
-    stats: dict[int, _Stats] = {n: _Stats() for n in g.nodes}
+    d = _derived(g)
+    fnodes = d["nodes"]
+    stats: dict[int, _Stats] = {n: _Stats() for n in d["by_seq"]}
     # own contributions, then summed up the primary tree children-first (seq descending): each
     # node's total reaches every primary ancestor in one linear pass
-    for n, data in g.nodes(data=True):
-        fn = data["node"]
+    for n, fn in fnodes.items():
         if fn.reward is not None:
             r = fn.reward
         elif fn.state in (NodeState.PENDING, NodeState.RUNNING):
@@ -171,8 +172,8 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
         if fn.reward is not None and fn.runtime_s is not None:
             st.runtime_sum += fn.runtime_s
             st.runtime_n += 1
-    for n in sorted(g.nodes, key=lambda v: g.nodes[v]["node"].seq, reverse=True):
-        p = g.nodes[n]["node"].parent_id
+    for n in reversed(d["by_seq"]):
+        p = fnodes[n].parent_id
         if p is not None and p in stats:
             a, b = stats[p], stats[n]
             a.visits += b.visits
@@ -268,11 +269,15 @@ def is_globally_stagnant(g: nx.DiGraph, s: SearchSettings) -> bool:
     """True when the last ``s.global_stagnation`` finished search nodes (ensembles aside) all
     failed to set a new global best by more than the improvement threshold — i.e. none of
     them earned the reward's new-best bonus (DESIGN §4)."""
-    done = [d["node"] for _, d in g.nodes(data=True) if d["node"].reward is not None and d["node"].operator is not Operator.ENSEMBLE]
+    done = []  # the last global_stagnation finished search nodes, newest first
+    for n in reversed(nodes_by_seq(g)):
+        if n.reward is not None and n.operator is not Operator.ENSEMBLE:
+            done.append(n)
+            if len(done) == s.global_stagnation:
+                break
     if len(done) < s.global_stagnation:
         return False
-    done.sort(key=lambda n: n.seq)
-    return all(n.reward < 1.0 for n in done[-s.global_stagnation :])
+    return all(n.reward < 1.0 for n in done)
 
 
 def improve_tier(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> int:
@@ -419,8 +424,13 @@ def _aggregate_expansion(g: nx.DiGraph, s: SearchSettings, higher_is_better: boo
     bests = _good_branches(g, higher_is_better)
     if len(bests) < 2:
         return None
-    recent = sorted((d["node"] for _, d in g.nodes(data=True) if d["node"].operator not in (Operator.ROOT, Operator.ENSEMBLE)), key=lambda n: n.seq)
-    if any(n.operator is Operator.AGGREGATE for n in recent[-s.global_stagnation :]):
+    recent = []  # the last global_stagnation search nodes (finished or not)
+    for n in reversed(nodes_by_seq(g)):
+        if n.operator not in (Operator.ROOT, Operator.ENSEMBLE):
+            recent.append(n)
+            if len(recent) == s.global_stagnation:
+                break
+    if any(n.operator is Operator.AGGREGATE for n in recent):
         return None
     refs = tuple(b.id for b in bests[:5])
     return Expansion(root_of(g), Operator.AGGREGATE, reason=f"aggregate: no new best in the last {s.global_stagnation} nodes; merge the bests of {len(refs)} branches", references=refs)
