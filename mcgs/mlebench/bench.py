@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared
+from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared, load_or_run
 from mcgs.mlebench.competitors import COMPETITORS
 from mcgs.mlebench.grade import grade_submission
 
@@ -191,14 +191,10 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
     results = []
     for comp in spec.competitions:
         for competitor in spec.competitors:
-            path = spec.out_dir / "results" / f"{comp}-{competitor}.json"
-            if path.is_file():
-                results.append(json.loads(path.read_text()))
-                continue
-            rep = _run_pair(spec, comp, competitor, say)
-            atomic_write(path, json.dumps(rep, indent=2))
-            say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}")
+            rep, ran = load_or_run(spec.out_dir / "results" / f"{comp}-{competitor}.json", lambda: _run_pair(spec, comp, competitor, say))
             results.append(rep)
+            if ran:
+                say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}")
     summary = _summary(results, spec)
     summary.update(date=dt.datetime.now().isoformat(timespec="seconds"), machine=f"{platform.machine()}, {os.cpu_count()} cores",
                    time_budget_s=spec.time_budget_s, command=bench_command(spec), competitors=list(spec.competitors))

@@ -90,6 +90,16 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def load_or_run(path: Path, run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """The result a previous sitting stored at ``path``, or ``run()``'s, stored there atomically
+    (what makes campaigns and benches resumable). Returns ``(result, ran_now)``."""
+    if path.is_file():
+        return json.loads(path.read_text()), False
+    result = run()
+    atomic_write(path, json.dumps(result, indent=2))
+    return result, True
+
+
 def ensure_prepared(comp: str, data_dir: Path, raw_root: Path | None, say: Callable[[str], None]) -> None:
     """Make sure ``data_dir/comp`` holds the prepared competition, preparing it from
     ``raw_root/comp/raw`` when it is missing.
@@ -162,15 +172,12 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
     reports = []
     for comp in spec.competitions:
         for seed in spec.seeds:
-            path = spec.out_dir / "reports" / f"{comp}-seed{seed}.json"
-            if path.is_file():
-                reports.append(json.loads(path.read_text()))
+            rep, ran = load_or_run(spec.out_dir / "reports" / f"{comp}-seed{seed}.json", lambda: _run_one(comp, seed, spec, say))
+            reports.append(rep)
+            if not ran:
                 continue
-            rep = _run_one(comp, seed, spec, say)
-            atomic_write(path, json.dumps(rep, indent=2))
             medal = "gold" if rep["gold_medal"] else "silver" if rep["silver_medal"] else "bronze" if rep["bronze_medal"] else "no medal"
             say(f"{comp} seed {seed}: score {rep['score']} ({medal}{', above median' if rep['above_median'] else ''})")
-            reports.append(rep)
     agg = aggregate_reports(reports)
     agg.update(
         date=dt.datetime.now().isoformat(timespec="seconds"),
