@@ -211,12 +211,23 @@ class Search:
         return self.run_record.id
 
     def nodes(self) -> list[FrozenNode]:
-        """All nodes of the run, in creation order (from storage)."""
-        return self.storage.get_nodes(self.run_id)
+        """All nodes of the run, in creation order, as storage holds them now (read
+        incrementally: :class:`~mcgs.storage.RunView`)."""
+        return self._run_view().nodes()
 
     def graph(self):
-        """The search graph rebuilt from storage alone."""
-        return build_graph(self.storage.get_nodes(self.run_id), self.storage.get_edges(self.run_id))
+        """The search graph built from storage alone (the nodes and edges storage holds now)."""
+        view = self._run_view()
+        nodes = view.nodes()
+        ids = {n.id for n in nodes}
+        # an edge whose node committed after the nodes were read waits for the next refresh
+        return build_graph(nodes, [e for e in view.edges() if e.src in ids and e.dst in ids])
+
+    def _run_view(self):
+        view = getattr(self, "_view", None)
+        if view is None or view.storage is not self.storage or view.run_id != self.run_id:
+            view = self._view = self.storage.run_view(self.run_id)
+        return view
 
     def nodes_dataframe(self):
         """The run's nodes as a pandas DataFrame, one row per node in creation order (the root

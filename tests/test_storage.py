@@ -213,3 +213,48 @@ def test_a_dead_worker_on_this_host_is_noticed_without_waiting_for_its_lease(sto
     assert st.interrupt_unfinished(run.id, owner=me) == [b.id]  # a stopping worker only stops its own
     assert st.get_node(a.id).state is NodeState.PENDING
     st.close()
+
+
+def test_the_run_view_reads_only_what_changed_and_always_matches_storage(storage_url):
+    """The search loop's view of a run (mcgs.storage.RunView) re-reads only new and still-open
+    nodes, yet after every kind of write it equals a full read; a row that appears out of id
+    order (a concurrent writer on PostgreSQL) makes it read everything again."""
+    st = Storage(storage_url)
+    run = new_run(st)
+    view = st.run_view(run.id)
+    root = st.get_nodes(run.id)[0]
+
+    def same():
+        got = view.nodes()
+        assert got == st.get_nodes(run.id)
+        assert view.edges() == st.get_edges(run.id)
+
+    same()
+    a = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="a", code="print(1)")
+    b = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="b", code="print(2)")
+    same()
+    st.set_running(a.id, "nodes/00001")
+    same()
+    st.finish_node(a.id, state=NodeState.VALID, score=0.8, reward=2.0, runtime_s=1.0)
+    c = st.add_node(run.id, parent_id=a.id, operator=Operator.FUSION, plan="c", code="print(3)", extra_edges=[(b.id, EdgeKind.FUSES, {})])
+    same()
+    assert st.claim_node(run.id, "host:1:1", lease_s=60).id == b.id
+    same()
+    st.interrupt_unfinished(run.id)
+    same()
+    assert {n.id: n.state for n in view.nodes()}[c.id] is NodeState.INTERRUPTED
+    assert view.full_reads == 1  # the first read only
+
+    # a node stored with a smaller id than one the view has seen: the counts differ, one full read
+    from sqlalchemy import insert
+
+    from mcgs.storage.models import NodeModel
+
+    with st._session.begin() as s:
+        s.execute(insert(NodeModel).values(id=c.id + 100, run_id=run.id, seq=50, parent_id=root.id, operator="draft", state="pending", depth=1))
+    same()
+    with st._session.begin() as s:
+        s.execute(insert(NodeModel).values(id=c.id + 50, run_id=run.id, seq=40, parent_id=root.id, operator="draft", state="pending", depth=1))
+    same()
+    assert view.full_reads == 2
+    st.close()

@@ -20,7 +20,7 @@ from mcgs.sandbox import owner_alive, owner_id
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
-__all__ = ["Storage", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION", "upgrade", "owner_id", "owner_alive", "ClaimLost"]
+__all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION", "upgrade", "owner_id", "owner_alive", "ClaimLost"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: Alembic revision of each storage schema version written before the migrations existed.
@@ -154,6 +154,10 @@ def _node(m: NodeModel) -> FrozenNode:
         owner=m.owner,
         attempts=m.attempts or 0,
     )
+
+
+def _edge(m: EdgeModel) -> FrozenEdge:
+    return FrozenEdge(src=m.src_id, dst=m.dst_id, kind=EdgeKind(m.kind), operator=Operator(m.operator), data=json.loads(m.data_json or "{}"))
 
 
 def _run(m: RunModel) -> RunRecord:
@@ -513,11 +517,13 @@ class Storage:
     def get_edges(self, run_id: int) -> list[FrozenEdge]:
         """All typed edges of a run."""
         with self._session() as s:
-            return [
-                FrozenEdge(src=m.src_id, dst=m.dst_id, kind=EdgeKind(m.kind), operator=Operator(m.operator), data=json.loads(m.data_json or "{}"))
-                for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == run_id).order_by(EdgeModel.id))
-            ]
+            return [_edge(m) for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == run_id).order_by(EdgeModel.id))]
 
+
+    def run_view(self, run_id: int) -> "RunView":
+        """An in-memory view of one run's nodes and edges that refreshes incrementally (see
+        :class:`RunView`); what the search loop reads before every decision."""
+        return RunView(self, run_id)
 
     # ---------------------------------------------------------------- cost ledger
 
@@ -539,3 +545,56 @@ class Storage:
 
         with self._session() as s:
             return float(s.scalar(select(func.coalesce(func.sum(LLMCallModel.cost_usd), 0.0)).where(LLMCallModel.run_id == run_id)))
+
+
+_OPEN_STATES = (NodeState.PENDING.value, NodeState.RUNNING.value)
+
+
+class RunView:
+    """One run's nodes and edges, held in memory and refreshed incrementally from storage.
+
+    A node leaves PENDING / RUNNING once and is never written again (``finish_node`` refuses a
+    second verdict; requeueing and interrupting touch only PENDING / RUNNING rows), and edges
+    are only ever added. So a refresh reads the rows with a larger id than any seen, plus the
+    few nodes still open, instead of every row with its program text (at 10 000 nodes a full
+    read from SQLite takes most of a second; ``experiments/engine_cost.py``). Row counts are
+    compared after each refresh: a row that committed out of id order (concurrent writers on
+    PostgreSQL) makes the view read everything again, so it never misses one.
+    """
+
+    def __init__(self, storage: Storage, run_id: int):
+        self.storage, self.run_id = storage, run_id
+        self._nodes: dict[int, FrozenNode] = {}
+        self._edges: dict[int, FrozenEdge] = {}
+        self.full_reads = 0  # how many times a refresh read every row (for tests and benchmarks)
+
+    def refresh(self) -> None:
+        """Bring the view up to date with storage."""
+        from sqlalchemy import func, or_
+
+        with self.storage._session() as s:
+            n_nodes = s.scalar(select(func.count(NodeModel.id)).where(NodeModel.run_id == self.run_id))
+            n_edges = s.scalar(select(func.count(EdgeModel.id)).where(EdgeModel.run_id == self.run_id))
+            if self._nodes:
+                open_ids = [i for i, n in self._nodes.items() if n.state.value in _OPEN_STATES]
+                q = select(NodeModel).where(NodeModel.run_id == self.run_id,
+                                            or_(NodeModel.id > max(self._nodes), NodeModel.id.in_(open_ids)))
+                for m in s.scalars(q):
+                    self._nodes[m.id] = _node(m)
+            if len(self._nodes) != n_nodes:
+                self.full_reads += 1
+                self._nodes = {m.id: _node(m) for m in s.scalars(select(NodeModel).where(NodeModel.run_id == self.run_id))}
+            after = max(self._edges, default=0)
+            for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id, EdgeModel.id > after)):
+                self._edges[m.id] = _edge(m)
+            if len(self._edges) != n_edges:
+                self._edges = {m.id: _edge(m) for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id))}
+
+    def nodes(self) -> list[FrozenNode]:
+        """Every node of the run in creation order, after a refresh."""
+        self.refresh()
+        return sorted(self._nodes.values(), key=lambda n: n.seq)
+
+    def edges(self) -> list[FrozenEdge]:
+        """Every edge of the run in creation order (as of the last refresh)."""
+        return [self._edges[i] for i in sorted(self._edges)]
