@@ -216,12 +216,20 @@ class Search:
         return self._run_view().nodes()
 
     def graph(self):
-        """The search graph built from storage alone (the nodes and edges storage holds now)."""
+        """The search graph built from storage alone (the nodes and edges storage holds now).
+
+        Rebuilt only when storage changed since the last call; callers must not modify it."""
         view = self._run_view()
-        nodes = view.nodes()
-        ids = {n.id for n in nodes}
-        # an edge whose node committed after the nodes were read waits for the next refresh
-        return build_graph(nodes, [e for e in view.edges() if e.src in ids and e.dst in ids])
+        with view.lock:
+            nodes = view.nodes()
+            cached = getattr(self, "_graph_cache", None)
+            if cached is not None and cached[0] is view and cached[1] == view.version:
+                return cached[2]
+            ids = {n.id for n in nodes}
+            # an edge whose node committed after the nodes were read waits for the next refresh
+            g = build_graph(nodes, [e for e in view.edges() if e.src in ids and e.dst in ids])
+            self._graph_cache = (view, view.version, g)
+            return g
 
     def _run_view(self):
         view = getattr(self, "_view", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -567,34 +568,46 @@ class RunView:
         self._nodes: dict[int, FrozenNode] = {}
         self._edges: dict[int, FrozenEdge] = {}
         self.full_reads = 0  # how many times a refresh read every row (for tests and benchmarks)
+        self.version = 0  # grows whenever a refresh found a change (readers cache on it)
+        self.lock = threading.RLock()  # the search's worker threads refresh it too
 
     def refresh(self) -> None:
         """Bring the view up to date with storage."""
         from sqlalchemy import func, or_
 
-        with self.storage._session() as s:
+        with self.lock, self.storage._session() as s:
             n_nodes = s.scalar(select(func.count(NodeModel.id)).where(NodeModel.run_id == self.run_id))
             n_edges = s.scalar(select(func.count(EdgeModel.id)).where(EdgeModel.run_id == self.run_id))
+            changed = False
             if self._nodes:
                 open_ids = [i for i, n in self._nodes.items() if n.state.value in _OPEN_STATES]
                 q = select(NodeModel).where(NodeModel.run_id == self.run_id,
                                             or_(NodeModel.id > max(self._nodes), NodeModel.id.in_(open_ids)))
                 for m in s.scalars(q):
-                    self._nodes[m.id] = _node(m)
+                    fn = _node(m)
+                    if self._nodes.get(m.id) != fn:
+                        self._nodes[m.id] = fn
+                        changed = True
             if len(self._nodes) != n_nodes:
                 self.full_reads += 1
                 self._nodes = {m.id: _node(m) for m in s.scalars(select(NodeModel).where(NodeModel.run_id == self.run_id))}
+                changed = True
             after = max(self._edges, default=0)
             for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id, EdgeModel.id > after)):
                 self._edges[m.id] = _edge(m)
+                changed = True
             if len(self._edges) != n_edges:
                 self._edges = {m.id: _edge(m) for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id))}
+                changed = True
+            self.version += changed
 
     def nodes(self) -> list[FrozenNode]:
         """Every node of the run in creation order, after a refresh."""
-        self.refresh()
-        return sorted(self._nodes.values(), key=lambda n: n.seq)
+        with self.lock:
+            self.refresh()
+            return sorted(self._nodes.values(), key=lambda n: n.seq)
 
     def edges(self) -> list[FrozenEdge]:
         """Every edge of the run in creation order (as of the last refresh)."""
-        return [self._edges[i] for i in sorted(self._edges)]
+        with self.lock:
+            return [self._edges[i] for i in sorted(self._edges)]
