@@ -82,7 +82,9 @@ def bench_command(spec: BenchSpec) -> str:
     return cmd + (f" --raw {spec.raw_root}" if spec.raw_root is not None else "")
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
+def _stop_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the process and its descendants (mcgs records a stop and can resume), then
+    SIGKILL whatever is left after ``grace_s``."""
     import psutil
 
     try:
@@ -92,41 +94,45 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         return
     for p in family:
         try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(family, timeout=grace_s)
+    for p in alive:
+        try:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(family, timeout=10)
+    psutil.wait_procs(alive, timeout=10)
 
 
-def _command(spec: BenchSpec, comp: str, competitor: str, folder: Path) -> tuple[list[str], Path]:
-    """The process to start for one pair and the submission it leaves."""
+def _command(spec: BenchSpec, comp: str, competitor: str, folder: Path) -> tuple[list[str], Path, float]:
+    """The process to start for one pair, the submission it leaves, and the seconds of its
+    budget already spent (an mcgs run that stopped part-way resumes)."""
     task = spec.data_dir / comp
     if competitor == "mcgs":
         run_dir = folder / "run"
         if (run_dir / "mcgs.db").is_file():
-            return [sys.executable, "-m", "mcgs", "resume", str(run_dir)], run_dir / "best" / "submission.csv"
+            from mcgs.storage import Storage
+
+            st = Storage(f"sqlite:///{run_dir / 'mcgs.db'}")
+            spent = st.list_runs()[0].elapsed_s or 0.0
+            st.close()
+            return [sys.executable, "-m", "mcgs", "resume", str(run_dir)], run_dir / "best" / "submission.csv", spent
         return ([sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run_dir), "--time-budget", f"{spec.time_budget_s:.0f}s",
-                 "--seed", str(spec.seed), "--cpu-threads", str(spec.threads), "--coder", "recipe"], run_dir / "best" / "submission.csv")
+                 "--seed", str(spec.seed), "--cpu-threads", str(spec.threads), "--coder", "recipe"], run_dir / "best" / "submission.csv", 0.0)
     if folder.exists():  # a competitor that stopped part-way starts again
         shutil.rmtree(folder)
     return ([sys.executable, "-m", "mcgs.mlebench.competitors", competitor, "--task", str(task), "--out", str(folder),
-             "--budget", f"{spec.time_budget_s:.1f}", "--threads", str(spec.threads), "--seed", str(spec.seed)], folder / "submission.csv")
+             "--budget", f"{spec.time_budget_s:.1f}", "--threads", str(spec.threads), "--seed", str(spec.seed)], folder / "submission.csv", 0.0)
 
 
 def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], None]) -> dict[str, Any]:
     folder = spec.out_dir / "runs" / comp / competitor
+    cmd, submission, spent = _command(spec, comp, competitor, folder)
     folder.mkdir(parents=True, exist_ok=True)
-    cmd, submission = _command(spec, comp, competitor, folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    elapsed_before = 0.0
-    if competitor == "mcgs" and cmd[3] == "resume":
-        from mcgs.storage import Storage
-
-        st = Storage(f"sqlite:///{folder / 'run' / 'mcgs.db'}")
-        elapsed_before = st.list_runs()[0].elapsed_s or 0.0
-        st.close()
-    say(f"{comp} / {competitor}: {'resuming' if elapsed_before else 'running'} for {spec.time_budget_s - elapsed_before:.0f}s")
-    limit = (spec.time_budget_s - elapsed_before) * KILL_FACTOR + KILL_GRACE_S
+    say(f"{comp} / {competitor}: {'resuming' if spent else 'running'} for {spec.time_budget_s - spent:.0f}s")
+    limit = (spec.time_budget_s - spent) * KILL_FACTOR + KILL_GRACE_S
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # the recipe coder only, never a paid call
     start = time.monotonic()
     with open(folder / "stdout.txt", "ab") as out, open(folder / "stderr.txt", "ab") as err:
@@ -135,12 +141,12 @@ def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], 
             returncode = proc.wait(timeout=limit)
             status = "finished" if returncode == 0 else f"failed (exit {returncode})"
         except subprocess.TimeoutExpired:
-            _kill_tree(proc)
+            _stop_tree(proc, grace_s=0.0)
             status = f"killed after {limit:.0f}s"
         except BaseException:
-            _kill_tree(proc)
+            _stop_tree(proc)
             raise
-    wall = elapsed_before + time.monotonic() - start
+    wall = spent + time.monotonic() - start
     report = grade_submission(comp, submission, spec.data_dir).to_dict()
     if not status.startswith("finished"):
         tail = (folder / "stderr.txt").read_text(errors="replace")[-1500:]
