@@ -61,6 +61,9 @@ class Recipe(BaseModel):
         always: The block is part of every program.
         interpretable: The fitted model is one a person can inspect (coefficients, neighbours);
             a task whose constraints ask for interpretability drafts only these.
+        seeded: The model's fit depends on its random seed (bagging, row or column subsampling,
+            random initialisation). Averaging seeds only helps these; for a deterministic
+            model (a linear model fitted by lbfgs, k-NN, naive Bayes) it repeats one fit.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -75,6 +78,7 @@ class Recipe(BaseModel):
     value: Any = None
     always: bool = False
     interpretable: bool = False
+    seeded: bool = True
 
 
 class Applicability(BaseModel):

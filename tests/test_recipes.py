@@ -3,6 +3,8 @@ runs and honours the solution contract for every task kind it claims."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import subprocess
 import sys
@@ -153,6 +155,30 @@ def test_fusion_of_identical_blocks_averages_seeds_only_when_they_fit_the_time_l
     assert slow.config["n_seeds"] == 1
     added = {f for f, on in slow.config["features"].items() if on and not cfg["features"].get(f)}
     assert len(added) == 1 and "one seed takes 40s" in slow.plan
+
+
+def test_merging_a_deterministic_model_with_itself_changes_something_rather_than_repeating_it(tmp_path):
+    """Leaf-classification in the ablation: the branch bests were all the same logistic
+    regression, and every Aggregate and Fusion of them reproduced the best node exactly (same
+    CV and held-out score), since three seeds of a deterministic fit are one fit. The merge
+    now adds a feature block, or when every block was tried changes a parameter; the Improve
+    strategy tier no longer offers seed averaging for such a model."""
+    spec = make_task(tmp_path / "t", "multiclass")
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    cfg = coder.default_config("model.logistic_regression", prof)
+    a = FrozenNode(id=1, seq=1, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.30, config=cfg, runtime_s=2.0)
+    b = FrozenNode(id=2, seq=2, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.31, config=cfg, runtime_s=2.0)
+    agg = coder.write(CoderRequest(operator=Operator.AGGREGATE, task=spec, profile=prof, references=(a, b), seed=5, per_run_timeout_s=60.0))
+    assert agg.config["n_seeds"] == 1 and agg.config["features"] != cfg["features"]
+    assert "does not depend on its seed" in agg.plan
+    every = dict.fromkeys(cfg["features"], True)
+    full = [dataclasses.replace(n, config=cfg | {"features": every}) for n in (a, b)]
+    agg = coder.write(CoderRequest(operator=Operator.AGGREGATE, task=spec, profile=prof, references=tuple(full), seed=5, per_run_timeout_s=60.0))
+    assert agg.config["n_seeds"] == 1 and agg.config["params"] != cfg["params"]
+    for k in range(12):
+        imp = coder.write(CoderRequest(operator=Operator.IMPROVE, task=spec, profile=prof, parent=a, seed=k, tier=2))
+        assert imp.config.get("n_seeds", 1) == 1 and imp.config["change"] != "strategy:seed_averaging"
 
 
 def test_interpretable_constraint_drafts_only_inspectable_models_and_no_ensemble(tmp_path):

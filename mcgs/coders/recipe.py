@@ -287,7 +287,7 @@ class RecipeCoder:
 
     def _strategy_change(self, config, req: CoderRequest, rng: random.Random, avoid) -> tuple[dict, str] | None:
         options = []
-        if config.get("n_seeds", 1) == 1 and "strategy:seed_averaging" not in avoid:
+        if config.get("n_seeds", 1) == 1 and "strategy:seed_averaging" not in avoid and get_entry(config["model"]).recipe.seeded:
             options.append("seed_averaging")
         lineage_models = {n.config.get("model") for n in (req.parent, *req.lineage) if n is not None and n.config}
         for m in self._models(req.profile):
@@ -360,19 +360,25 @@ class RecipeCoder:
         # Seeds that fit: the strongest input's time per seed, against half the time limit.
         per_seed = (strongest.runtime_s or 0.0) / max(1, strongest.config.get("n_seeds", 1))
         fit = int(0.5 * req.per_run_timeout_s // per_seed) if per_seed > 0 else 3
-        config["n_seeds"] = max(1, min(config["n_seeds"], fit))
+        seeded = get_entry(config["model"]).recipe.seeded
+        config["n_seeds"] = max(1, min(config["n_seeds"], fit)) if seeded else 1
         extra = ""
         if config["features"] == strongest.config["features"] and config["n_seeds"] == strongest.config.get("n_seeds", 1):
             # nothing to merge: the inputs share every block. Average seeds instead of copying,
-            # when at least 2 fit in the time limit; otherwise add a block no input has tried.
-            if fit >= 2:
+            # when the model depends on its seed and 2 fit in the time limit; otherwise add a
+            # block no input has tried (a copy would only repeat the strongest input's run).
+            if seeded and fit >= 2:
                 config["n_seeds"] = min(3, fit)
                 extra = f"; the inputs share every feature block, so average {config['n_seeds']} seeds per fold"
             else:
+                why = "the model does not depend on its seed" if not seeded else f"one seed takes {per_seed:.0f}s"
                 tried = {f"feature:{f}" for n in inputs for f, on in n.config["features"].items() if on}
                 toggled = self._toggle_feature(config, req.profile, rng, tried)
                 if toggled is not None:
-                    extra = f"; the inputs share every feature block and one seed takes {per_seed:.0f}s, so {toggled}"
+                    extra = f"; the inputs share every feature block and {why}, so {toggled}"
+                else:  # every block tried too: a parameter step rather than a copy of the strongest input
+                    config, step = self._mutate_params(config, get_entry(config["model"]), rng, set())
+                    extra = f"; the inputs share every feature block and {why}, so {step}"
         config["change"] = f"{req.operator.value}:merge"
         on = sorted(f for f, v in config["features"].items() if v)
         names = ", ".join(f"node {n.seq} ({get_entry(n.config['model']).title.split(' (')[0]}, {n.score:.6g})" for n in inputs)
