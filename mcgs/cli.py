@@ -206,7 +206,12 @@ def _summary(search) -> None:
         t.add_row("next", f"{prog} report {search.run_dir} -o report.html; {prog} export {search.run_dir} --out MODEL_DIR")
     ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
     if ens and best is not None and best.operator.value != "ensemble":
-        t.add_row("ensemble", f"node {ens[-1].seq} scored {ens[-1].score:.6f}: more than one standard error below the best node, not chosen")
+        from mcgs.ensemble import honest_score
+
+        last = ens[-1]
+        when = "built after" if last.seq > best.seq else "built before"
+        t.add_row("ensemble", f"node {last.seq} ({when} node {best.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
+                              f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)")
     singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
     if best is not None and best.operator.value == "ensemble" and singles:
         top = max(singles, key=lambda n: n.score if search.task.higher_is_better else -n.score)
