@@ -25,15 +25,9 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(BIN)/mcgs demo --out demo_run --time-budget 2m
 
-## Run the test suite (tests needing ../shared/data skip when it is absent, unless CI=true):
-## two pytest processes share the tests file by file, then the few tests that bound a wall
-## time (marked serial) run alone; the exit status is non-zero if either pass failed.
+## Run the test suite (tests needing ../shared/data skip when it is absent, unless CI=true).
 test: install-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not serial and not live" --durations=15; \
-	parallel=$$?; \
-	$(BIN)/python -m pytest -q -m "serial and not live" --durations=5; \
-	serial=$$?; \
-	[ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
+	$(BIN)/python -m pytest -q --durations=15
 
 ## Regenerate the CLI reference (docs/cli.md) from the commands' own help texts.
 docs: install

@@ -115,7 +115,6 @@ def test_an_ensemble_is_exported_with_its_members_and_blends_as_in_the_run(finis
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # measures milliseconds per row against a 100-ms limit
 def test_a_node_that_breaks_the_inference_limit_gives_way_to_one_that_passes(tmp_path):
     search = _run(tmp_path, constraints="constraints: {max_inference_ms_per_row: 100}\n")
     chosen = search.final_node

@@ -22,8 +22,7 @@ from mcgs.sandbox import (
     scrubbed_env,
 )
 
-# serial: several tests bound how long a kill or a timeout may take (make test runs them alone)
-pytestmark = [pytest.mark.timeout(60), pytest.mark.serial]
+pytestmark = pytest.mark.timeout(60)
 
 
 def _write(workspace: Path, code: str, name: str = "solution.py") -> Path:

@@ -48,7 +48,6 @@ def _settings(**kw):
     return SearchSettings(**(base | kw))
 
 
-@pytest.mark.serial  # valid plans must finish inside the 10-s screening limit
 def test_screening_drafts_the_best_plan_first(demo_task, tmp_path):
     # the hanging plan sleeps 600 s: a 5-s limit is enough wherever only it is run
     plain = create_search(demo_task, tmp_path / "plain", settings=_settings(plan_candidates=0, per_run_timeout_s=5), coder=SlowFirstPlan())
