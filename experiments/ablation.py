@@ -6,14 +6,16 @@ MLE-bench splits (graded on the private answers by ``mcgs.mlebench.grade_submiss
 house-prices-advanced-regression-techniques on a fixed 10 % holdout of its train.csv
 (``train_test_split(test_size=0.1, random_state=0)``; RMSE of log prices, the Kaggle metric).
 
-For every run it grades two submissions: the run's final one (``best/submission.csv``, usually
-the final ensemble) and that of the best single node by CV. The report gives
+For every run it grades three submissions: the run's final one (``best/submission.csv``: the
+final ensemble, or the best single node when the ensemble's cross-fitted score does not beat
+it), that of the best single node by CV, and that of the final ensemble node itself (built in
+the budget's reserved slice unless greedy selection kept one node). The report gives
 
 * the normalised score per task, ``(score - worst) / (best - worst)`` over all runs of that task
   (direction-aware, 1 = best), averaged over seeds, and the mean over tasks per policy;
 * tasks won per policy (highest mean normalised score on the task);
-* per task, the median over seeds (mcgs policy) of the final submission's held-out score against
-  the best single node's.
+* per task, the median over seeds (mcgs policy) of the final submission's and of the final
+  ensemble node's held-out score against the best single node's.
 
 Resumable: a run whose storage says ``finished`` is not run again, only graded.
 ``--parallel-runs 2`` runs two searches at once with one core each (the same conditions for
@@ -128,6 +130,10 @@ def facts(run_dir: Path) -> dict:
     singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
     best_single = min(singles, key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq)) if singles else None
     final = search.final_node
+    # the ensemble node built in the budget's reserved slice (there is none when greedy selection
+    # kept a single node); the final submission may still be a single node (``final_node``)
+    ensembles = [n for n in nodes if n.is_valid and n.operator.value == "ensemble" and n.plan.startswith("[final ensemble]")]
+    final_ensemble = ensembles[-1] if ensembles else None
     return {
         "nodes": sum(1 for n in nodes if n.state.is_finished()),
         "valid": sum(n.is_valid for n in nodes),
@@ -136,6 +142,7 @@ def facts(run_dir: Path) -> dict:
         "final_cv": final.score if final else None,
         "best_single_cv": best_single.score if best_single else None,
         "best_single_submission": str(search.node_dir(best_single) / "submission" / "submission.csv") if best_single else None,
+        "final_ensemble_submission": str(search.node_dir(final_ensemble) / "submission" / "submission.csv") if final_ensemble else None,
     }
 
 
@@ -211,6 +218,7 @@ def main() -> int:
             **f,
             "score": grade(task_id, run_dir / "best" / "submission.csv", data),
             "best_single_score": grade(task_id, Path(f["best_single_submission"]), data) if f["best_single_submission"] else None,
+            "final_ensemble_score": grade(task_id, Path(f["final_ensemble_submission"]), data) if f["final_ensemble_submission"] else None,
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -238,8 +246,13 @@ def main() -> int:
     for t in tasks:
         mr = [r for r in rows if r["task"] == t and r["policy"] == "mcgs" and r["score"] is not None and r["best_single_score"] is not None]
         if mr:
-            f, b = statistics.median(r["score"] for r in mr), statistics.median(r["best_single_score"] for r in mr)
+            f, b = round(statistics.median(r["score"] for r in mr), 6), round(statistics.median(r["best_single_score"] for r in mr), 6)
             ens[t] = {"final": f, "best_single": b, "final_beats_single": (f < b) if lower[t] else (f > b)}
+            er = [r for r in mr if r["final_ensemble_score"] is not None]
+            if er:  # the same comparison for the final ensemble node itself, over the runs that built one
+                e = round(statistics.median(r["final_ensemble_score"] for r in er), 6)
+                eb = round(statistics.median(r["best_single_score"] for r in er), 6)
+                ens[t].update(final_ensemble=e, ensemble_runs=len(er), ensemble_best_single=eb, ensemble_beats_single=(e < eb) if lower[t] else (e > eb))
     finished = {p: [j[4] for j in jobs if j[2] == p and run_status(j[4]) == "finished"] for p in policies}
     time_rows = operator_time(finished)
     out = {
@@ -269,14 +282,20 @@ def main() -> int:
             cells = [f"{per_task[(t, p)]:.3f}" if (t, p) in per_task else "-" for t in tasks]
             m = summary[p]["mean_normalised"]
             lines.append(f"| {p} | " + " | ".join(cells) + f" | {m:.3f} | {summary[p]['tasks_won']} |" if m is not None else f"| {p} | - | - |")
-        lines += ["", "Final submission against the best single node (mcgs policy, held-out score, median over seeds):", "",
-                  "| task | final | best single node | final better |", "|---|---|---|---|"]
+        lines += ["", "Final submission and final ensemble node against the best single node by CV (mcgs policy, held-out score, "
+                  "median over seeds; the ensemble columns over the runs that built a final ensemble):", "",
+                  "| task | final submission | best single node | submission better | final ensemble (runs) | best single node, same runs | ensemble better |",
+                  "|---|---|---|---|---|---|---|"]
         for t, e in ens.items():
-            lines.append(f"| {t} | {e['final']} | {e['best_single']} | {e['final_beats_single']} |")
-        lines += ["", "Per run:", "", "| task | policy | seed | nodes (valid) | final operator | CV | held-out score | best single held-out |", "|---|---|---|---|---|---|---|---|"]
+            ecells = (f"{e['final_ensemble']} ({e['ensemble_runs']}) | {e['ensemble_best_single']} | {e['ensemble_beats_single']}"
+                      if "final_ensemble" in e else "- (0) | - | -")
+            lines.append(f"| {t} | {e['final']} | {e['best_single']} | {e['final_beats_single']} | {ecells} |")
+        lines += ["", "Per run:", "", "| task | policy | seed | nodes (valid) | final operator | CV | held-out score | best single held-out | final ensemble held-out |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             cv = f"{r['final_cv']:.5f}" if r["final_cv"] is not None else "-"
-            lines.append(f"| {r['task']} | {r['policy']} | {r['seed']} | {r['nodes']} ({r['valid']}) | {r['final_operator']} | {cv} | {r['score']} | {r['best_single_score']} |")
+            fe = r["final_ensemble_score"] if r["final_ensemble_score"] is not None else "-"
+            lines.append(f"| {r['task']} | {r['policy']} | {r['seed']} | {r['nodes']} ({r['valid']}) | {r['final_operator']} | {cv} | {r['score']} | {r['best_single_score']} | {fe} |")
         lines += ["", "Where the time went (all finished runs, from their storage):", "",
                   "| policy | operator | nodes | valid | candidate time (s) | mean per node (s) | new global bests |", "|---|---|---|---|---|---|---|"]
         for r in time_rows:
