@@ -22,6 +22,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
@@ -37,7 +38,9 @@ class _UserError(Exception):
 
 
 def _fail(msg: str) -> None:
-    console.print(f"[bold red]error:[/] {msg}", highlight=False)
+    # the message names files and columns: printed as text (a "[...]" in it is not markup) and
+    # never folded, so a path can be copied whole from any terminal width
+    console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -149,7 +152,7 @@ def _drive(search) -> None:
 
     _stop_on_signals(search)
     stop = threading.Event()
-    search.say = lambda msg: progress.console.print(msg, highlight=False)
+    search.say = lambda msg: progress.console.print(msg, highlight=False, markup=False)
     with progress:
         task_id = progress.add_task(describe(), total=budget, completed=search.clock.elapsed, clock="")
 
@@ -164,7 +167,7 @@ def _drive(search) -> None:
             if node.is_valid:
                 line = f"score {node.score:.5f} {took}"
             else:
-                reason = (node.error or "").strip().splitlines()[0][:120] if node.error else ""
+                reason = escape((node.error or "").strip().splitlines()[0][:120]) if node.error else ""
                 if node.state.value == "timeout" and reason.startswith("timed out"):
                     reason, took = "", f"(limit {node.runtime_s:.0f}s per candidate)" if node.runtime_s is not None else took
                 line = f"[{'yellow' if node.state.value == 'interrupted' else 'red'}]{node.state.value}[/] {took} {reason}".rstrip()
@@ -178,7 +181,7 @@ def _drive(search) -> None:
         except KeyboardInterrupt:
             stop.set()
             progress.stop()
-            console.print(f"[yellow]stopped.[/] Every finished node is saved; continue with: mcgs resume {search.run_dir}")
+            console.print(f"[yellow]stopped.[/] Every finished node is saved; continue with: mcgs resume {escape(str(search.run_dir))}", soft_wrap=True)
             _summary(search)
             raise typer.Exit(130)
         finally:
@@ -353,7 +356,7 @@ def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out
 
 def _show_request(parsed) -> None:
     for note in parsed.notes:
-        console.print(f"[dim]request:[/] {note}", highlight=False)
+        console.print(f"[dim]request:[/] {escape(note)}", highlight=False)
 
 
 @app.command()
@@ -410,7 +413,7 @@ def worker(
         from mcgs.search import open_search
 
         search = open_search(artifacts, storage=storage, name=run_name)
-    search.say = lambda m: console.print(m, highlight=False)
+    search.say = lambda m: console.print(m, highlight=False, markup=False)
     _stop_on_signals(search)
     try:
         done = search.work(drain=drain)
@@ -648,7 +651,7 @@ def mlebench_campaign(
             competitions=comps, seeds=seed_list, time_budget_s=_duration("--time-budget", time_budget), data_dir=data, out_dir=out_dir,
             raw_root=raw, settings={"coder": _choice("--coder", coder, ("auto", "recipe", "anthropic"))},
         )
-        result = run_campaign(spec, say=lambda m: console.print(m, highlight=False))
+        result = run_campaign(spec, say=lambda m: console.print(m, highlight=False, markup=False))
     o = result["overall"]
     out.print(
         f"{o['runs']} runs: valid {o['valid_submission_pct']} %, any medal {o['any_medal_pct']} % "
@@ -688,7 +691,7 @@ def bench(
             raise _UserError(f"{' and '.join(missing)} not installed: run pip install -e \".[bench]\" in the mcgs checkout (or leave them out of --competitors)")
         spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data,
                          out_dir=out_dir, raw_root=raw, seed=seed, threads=threads)
-        result = run_bench(spec, say=lambda m: console.print(m, highlight=False))
+        result = run_bench(spec, say=lambda m: console.print(m, highlight=False, markup=False))
     ahead = f"mcgs ahead of FLAML on {result['mcgs_ahead_of_flaml']} of {result['compared_with_flaml']}; " if result["compared_with_flaml"] else ""
     out.print(f"{ahead}report {out_dir / 'bench.md'}")
 

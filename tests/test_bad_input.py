@@ -137,3 +137,14 @@ def test_a_request_over_a_semicolon_file_is_a_problem_and_a_retry_uses_the_new_d
     _csv(ids_differ, "sample_submission.csv", _rd(ids_differ, "sample_submission.csv").assign(pid=[f"x{i}" for i in range(20)]))
     res = CliRunner().invoke(app, ["run", "--prompt", "Predict label; judged by accuracy.", "--data", str(ids_differ), "--out", str(tmp_path / "r3"), *RUN])
     assert res.exit_code == 2 and "differ" in res.output and not (tmp_path / "r3").exists()
+
+
+def test_an_error_prints_brackets_and_whole_paths_on_a_narrow_terminal(tmp_path):
+    """Error text is not rich markup (a column called "[label]" is named, not swallowed as a
+    style tag) and is never folded, so a long path can be copied from a 40-column terminal."""
+    folder = write_task(tmp_path / "a-folder-with-a-rather-long-name-for-this-test" / "task", task={"metric": "accuracy"})
+    (folder / "task.yaml").write_text("metric: accuracy\ntarget: '[label]'\n")
+    res = CliRunner().invoke(app, ["run", str(folder), "--out", str(tmp_path / "run"), *RUN], env={"COLUMNS": "40"})
+    assert res.exit_code == 2, res.output
+    assert "'[label]'" in res.output and "not in the training file" in res.output, res.output
+    assert str(folder / "train.csv") in res.output or str(folder) in res.output, res.output  # on one line, unbroken
