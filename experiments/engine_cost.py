@@ -138,13 +138,14 @@ def launch_overhead(work: Path, runs: int = 20) -> float:
 
 
 def outside_share(work: Path, budget_s: float) -> dict:
-    """One demo search: wall time, candidate time and the share outside candidates."""
+    """One demo search: wall time, candidate time, the share outside candidates, and where that
+    time went (from the nodes' stored timestamps; one worker, so the phases do not overlap)."""
     from mcgs.demo import build_demo_task
     from mcgs.search import create_search
 
     task = build_demo_task(work / "demo" / "task") if not (work / "demo" / "task" / "task.yaml").is_file() else work / "demo" / "task"
     run = work / "demo" / f"run-{int(time.time())}"
-    t0 = time.perf_counter()
+    t0, start = time.perf_counter(), dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     search = create_search(task, run, settings=SearchSettings(time_budget_s=budget_s, seed=0, coder="recipe"))
     search.run()
     wall = time.perf_counter() - t0
@@ -152,7 +153,44 @@ def outside_share(work: Path, budget_s: float) -> dict:
     cand = sum(n.runtime_s or 0.0 for n in nodes)
     screen = sum(p.get("runtime_s") or 0.0 for p in _screen_plans(run))
     return {"wall_s": round(wall, 1), "candidate_s": round(cand, 1), "screening_s": round(screen, 1), "nodes": len(nodes),
-            "outside_share": round(1 - (cand + screen) / wall, 4)}
+            "outside_share": round(1 - (cand + screen) / wall, 4), "phases": phases(run / "mcgs.db", start, wall, screen)}
+
+
+def phases(db: Path, start: dt.datetime, wall_s: float, screening_s: float) -> dict[str, float]:
+    """Seconds of a one-worker run by phase, from the nodes' created / started / finished
+    timestamps (UTC) and runtimes:
+
+    * ``before the first node``: task loading, profile and draft-plan screening (minus the
+      screening candidates' own time) up to the first node's creation;
+    * ``select, write, review``: from a node's verdict to the next node's creation;
+    * ``workspace``: creation to start (copying the inputs into the node's folder);
+    * ``candidates``: the programs' runtimes (sandbox start and teardown included);
+    * ``score, store``: start + runtime to the stored verdict (reading and scoring the OOF
+      predictions, the reward, ``best/``);
+    * ``after the last node``: the last verdict to the end of ``run()`` (export, report files).
+    """
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    rows = con.execute("select created_at, started_at, finished_at, runtime_s from nodes where parent_id is not null "
+                       "and started_at is not null and finished_at is not null order by created_at").fetchall()
+    con.close()
+    ts = [(dt.datetime.fromisoformat(c), dt.datetime.fromisoformat(s), dt.datetime.fromisoformat(f), r or 0.0) for c, s, f, r in rows]
+    out = {"before the first node": 0.0, "select, write, review": 0.0, "workspace": 0.0, "candidates": 0.0, "score, store": 0.0,
+           "after the last node": 0.0}
+    if not ts:
+        return out
+    out["before the first node"] = (ts[0][0] - start).total_seconds() - screening_s
+    prev = None
+    for c, st, f, r in ts:
+        if prev is not None:
+            out["select, write, review"] += max(0.0, (c - prev).total_seconds())
+        out["workspace"] += (st - c).total_seconds()
+        out["candidates"] += r
+        out["score, store"] += max(0.0, (f - st).total_seconds() - r)
+        prev = f
+    out["after the last node"] = wall_s - (prev - start).total_seconds()
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def _screen_plans(run: Path) -> list[dict]:
@@ -194,6 +232,10 @@ def main() -> int:
             "## Share of wall time outside candidate programs (demo task, one worker)", "",
             "| budget | wall (s) | candidates (s) | screening (s) | nodes | outside candidates |", "|---|---|---|---|---|---|",
             f"| {args.time_budget} | {share['wall_s']} | {share['candidate_s']} | {share['screening_s']} | {share['nodes']} | {100 * share['outside_share']:.1f} % |",
+            "", "Where the wall time went (seconds; from the nodes' timestamps, see `phases()`):", "",
+            "| phase | seconds | share of wall |", "|---|---|---|",
+            *[f"| {k} | {v} | {100 * v / share['wall_s']:.2f} % |" for k, v in share["phases"].items()],
+            f"| screening candidates | {share['screening_s']} | {100 * share['screening_s'] / share['wall_s']:.2f} % |",
         ]
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text("\n".join(lines) + "\n")
