@@ -185,6 +185,8 @@ class Search:
         self._coder_stop: str | None = None  # set when the coder asks the run to stop (LLM budget)
         self.owner = owner_id()  # this process, as the holder of node claims
         self.is_worker = False  # True while :meth:`work` runs: no run-level writes (status, export)
+        self._view = None  # storage.RunView of this run (nodes()), created on first use
+        self._graph_cache: tuple | None = None  # (view, view.version, graph) of the last graph()
         from mcgs.sandbox import resolve_isolation
 
         try:  # a resumed run keeps the level it recorded
@@ -222,7 +224,7 @@ class Search:
         view = self._run_view()
         with view.lock:
             nodes = view.nodes()
-            cached = getattr(self, "_graph_cache", None)
+            cached = self._graph_cache
             if cached is not None and cached[0] is view and cached[1] == view.version:
                 return cached[2]
             ids = {n.id for n in nodes}
@@ -232,7 +234,7 @@ class Search:
             return g
 
     def _run_view(self):
-        view = getattr(self, "_view", None)
+        view = self._view
         if view is None or view.storage is not self.storage or view.run_id != self.run_id:
             view = self._view = self.storage.run_view(self.run_id)
         return view
