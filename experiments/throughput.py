@@ -167,12 +167,15 @@ def main() -> int:
         for r in rows:
             lines.append(f"| {r['workers']} | {2 // r['workers']} | {r['wall_s']} | {r['nodes']} ({r['valid']}) | {r['candidate_seconds']} "
                          f"| {r['candidate_cpu_s']} | {r['engine_cpu_s']} | {r['cores_busy']} |")
-        bound = os.cpu_count() / rows[0]["cores_busy"] if rows[0]["cores_busy"] else float("nan")
+        cores = os.cpu_count() or 2
+        cpu2 = rows[1]["candidate_cpu_s"] + rows[1]["engine_cpu_s"]
+        ideal = rows[0]["wall_s"] / (cpu2 / cores) if cpu2 else float("nan")
         lines += ["", f"**Speed-up with 2 workers: {ratio:.2f}x** (wall time of 1 worker / wall time of 2 workers, one run).", "",
-                  f"Cores busy = busy CPU seconds of the machine (otherwise idle) / wall; candidate CPU = that less the engine "
-                  f"process's own. One worker kept {rows[0]['cores_busy']} of "
-                  f"{os.cpu_count()} cores busy, so no scheduling of the same work can finish it more than "
-                  f"{os.cpu_count()} / {rows[0]['cores_busy']} = {bound:.2f}x faster (with the same CPU time per candidate)."]
+                  "Cores busy = busy CPU seconds of the machine (otherwise idle) / wall; candidate CPU = that less the engine "
+                  f"process's own. One worker kept {rows[0]['cores_busy']} of {cores} cores busy. The CPU time the two workers "
+                  f"used ({cpu2:.0f} s), packed perfectly on {cores} cores, takes {cpu2 / cores:.0f} s: no scheduling of this queue "
+                  f"finishes more than {rows[0]['wall_s']} / {cpu2 / cores:.0f} = {ideal:.2f}x faster than one worker, and the run "
+                  f"reached {ratio:.2f}x ({100 * ratio / ideal:.0f} % of that)."]
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text("\n".join(lines) + "\n")
     return 0
