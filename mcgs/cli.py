@@ -37,6 +37,12 @@ class _UserError(Exception):
     pass
 
 
+def _say(msg: str) -> None:
+    """Print one of the engine's messages to stderr as text (plan tags like "[draft 1 of 5]"
+    and file names are not rich markup)."""
+    console.print(msg, highlight=False, markup=False)
+
+
 def _fail(msg: str) -> None:
     # the message names files and columns: printed as text (a "[...]" in it is not markup) and
     # never folded, so a path can be copied whole from any terminal width
@@ -413,7 +419,7 @@ def worker(
         from mcgs.search import open_search
 
         search = open_search(artifacts, storage=storage, name=run_name)
-    search.say = lambda m: console.print(m, highlight=False, markup=False)
+    search.say = _say
     _stop_on_signals(search)
     try:
         done = search.work(drain=drain)
@@ -651,7 +657,7 @@ def mlebench_campaign(
             competitions=comps, seeds=seed_list, time_budget_s=_duration("--time-budget", time_budget), data_dir=data, out_dir=out_dir,
             raw_root=raw, settings={"coder": _choice("--coder", coder, ("auto", "recipe", "anthropic"))},
         )
-        result = run_campaign(spec, say=lambda m: console.print(m, highlight=False, markup=False))
+        result = run_campaign(spec, say=_say)
     o = result["overall"]
     out.print(
         f"{o['runs']} runs: valid {o['valid_submission_pct']} %, any medal {o['any_medal_pct']} % "
@@ -691,7 +697,7 @@ def bench(
             raise _UserError(f"{' and '.join(missing)} not installed: run pip install -e \".[bench]\" in the mcgs checkout (or leave them out of --competitors)")
         spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data,
                          out_dir=out_dir, raw_root=raw, seed=seed, threads=threads)
-        result = run_bench(spec, say=lambda m: console.print(m, highlight=False, markup=False))
+        result = run_bench(spec, say=_say)
     ahead = f"mcgs ahead of FLAML on {result['mcgs_ahead_of_flaml']} of {result['compared_with_flaml']}; " if result["compared_with_flaml"] else ""
     out.print(f"{ahead}report {out_dir / 'bench.md'}")
 
