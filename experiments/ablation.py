@@ -174,6 +174,28 @@ def normalise(scores: list[float], lower_is_better: bool) -> list[float]:
     return [((hi - s) if lower_is_better else (s - lo)) / (hi - lo) for s in scores]
 
 
+def normalised_rows(rows: list[dict], key: str, tasks: list[str], lower: dict[str, bool], missing_is_worst: bool) -> list[tuple[dict, float]]:
+    """``(row, normalised value of row[key])`` over the runs of each task (:func:`normalise`);
+    a run without a value counts as the worst (0.0) when ``missing_is_worst``, else is left out."""
+    out = []
+    for t in tasks:
+        trs = [r for r in rows if r["task"] == t and r[key] is not None]
+        if not trs:
+            continue
+        out += list(zip(trs, normalise([r[key] for r in trs], lower[t])))
+        if missing_is_worst:
+            out += [(r, 0.0) for r in rows if r["task"] == t and r[key] is None]
+    return out
+
+
+def per_task_means(scored: list[tuple[dict, float]]) -> dict[tuple[str, str], float]:
+    """Mean normalised value per (task, policy)."""
+    acc: dict[tuple[str, str], list[float]] = {}
+    for r, v in scored:
+        acc.setdefault((r["task"], r["policy"]), []).append(v)
+    return {k: statistics.mean(v) for k, v in acc.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", type=Path, default=Path("../shared/data"))
@@ -224,31 +246,16 @@ def main() -> int:
         print(json.dumps(row), flush=True)
 
     lower = {t: not get_metric("rmsle" if t == HOUSE else _metric_of(data, t)).higher_is_better for t in tasks}
-    norm: dict[tuple[str, str], list[float]] = {}
-    for t in tasks:
-        trs = [r for r in rows if r["task"] == t and r["score"] is not None]
-        if not trs:
-            continue
-        for r, v in zip(trs, normalise([r["score"] for r in trs], lower[t])):
-            r["normalised"] = v
-            norm.setdefault((t, r["policy"]), []).append(v)
-        for r in rows:
-            if r["task"] == t and r["score"] is None:  # an invalid submission is the worst run
-                r["normalised"] = 0.0
-                norm.setdefault((t, r["policy"]), []).append(0.0)
-    per_task = {(t, p): statistics.mean(v) for (t, p), v in norm.items()}
+    scored = normalised_rows(rows, "score", tasks, lower, missing_is_worst=True)  # an invalid submission is the worst run
+    for r, v in scored:
+        r["normalised"] = v
+    per_task = per_task_means(scored)
     # the same normalisation of the best single node (no ensemble, no final choice): by its CV
     # score (the search's own out-of-fold estimate over all training rows, far less noisy than
     # a 99- to 870-row held-out split; single nodes only, an ensemble's OOF score is fitted on
     # those rows) and by its held-out score
-    single_norm: dict[str, dict[tuple[str, str], float]] = {}
-    for key in ("best_single_cv", "best_single_score"):
-        acc: dict[tuple[str, str], list[float]] = {}
-        for t in tasks:
-            trs = [r for r in rows if r["task"] == t and r[key] is not None]
-            for r, v in zip(trs, normalise([r[key] for r in trs], lower[t]) if trs else []):
-                acc.setdefault((t, r["policy"]), []).append(v)
-        single_norm[key] = {k: statistics.mean(v) for k, v in acc.items()}
+    single_norm = {key: per_task_means(normalised_rows(rows, key, tasks, lower, missing_is_worst=False))
+                   for key in ("best_single_cv", "best_single_score")}
     summary = {}
     for p in policies:
         vals = [per_task[(t, p)] for t in tasks if (t, p) in per_task]
