@@ -173,11 +173,12 @@ def phases(db: Path, start: dt.datetime, wall_s: float, screening_s: float) -> d
 
     * ``before the first node``: task loading, profile and draft-plan screening (minus the
       screening candidates' own time) up to the first node's creation;
-    * ``select, write, review``: from a node's verdict to the next node's creation;
+    * ``select, write, review``: from a node's verdict to the next node's creation (it also
+      holds the verdict's follow-up: ``best/`` export, progress, in-search ensembles);
     * ``workspace``: creation to start (copying the inputs into the node's folder);
     * ``candidates``: the programs' runtimes (sandbox start and teardown included);
     * ``score, store``: start + runtime to the stored verdict (reading and scoring the OOF
-      predictions, the reward, ``best/``);
+      predictions, the reward);
     * ``after the last node``: the last verdict to the end of ``run()`` (export, report files).
     """
     import sqlite3
