@@ -52,8 +52,18 @@ def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, 
                   "recipe_models": ["model.lightgbm"]},
     )
     said: list[str] = []
-    result = run_campaign(spec, say=said.append)
+    partial: list[str] = []
+
+    def say(message: str) -> None:  # the report as it stands after the first graded run
+        said.append(message)
+        if "1 of 2 runs graded" in message:
+            partial.append((tmp_path / "camp" / "campaign.md").read_text())
+            partial.append(json.loads((tmp_path / "camp" / "campaign.json").read_text()))
+
+    result = run_campaign(spec, say=say)
     assert [(r["competition_id"], r["seed"]) for r in result["reports"]] == [("spaceship-titanic", 0), ("spaceship-titanic", 1)]
+    assert len(partial) == 2 and "Partial: 1 of 2 runs graded" in partial[0] and "| spaceship-titanic | 0 |" in partial[0]
+    assert (partial[1]["graded_runs"], partial[1]["planned_runs"], [r["seed"] for r in partial[1]["reports"]]) == (1, 2, [0])
     for r in result["reports"]:
         assert r["valid_submission"] and 0.7 < r["score"] < 0.85 and r["nodes"] >= 1 and r["wall_s"] > 0
         assert {"gold_threshold", "median_threshold", "any_medal", "submission_path", "created_at"} <= set(r)
@@ -66,7 +76,7 @@ def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, 
     drafts = [n for n in open_search(tmp_path / "camp" / "runs" / "spaceship-titanic-seed0").nodes() if n.parent_id is not None]
     assert drafts and all("model.lightgbm" in n.knowledge_ids for n in drafts)  # the campaign's settings reached the coder
     md = (tmp_path / "camp" / "campaign.md").read_text()
-    assert "| spaceship-titanic | 0 |" in md and "valid submission" in md
+    assert "| spaceship-titanic | 0 |" in md and "valid submission" in md and "Partial" not in md
     assert "Command: `mcgs mlebench campaign --competitions spaceship-titanic --seeds 0,1 --time-budget 300s" in md
     assert result["reports"][0]["commit"] and "Engine commit(s): " + result["reports"][0]["commit"] in md
 

@@ -160,6 +160,10 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
     """Run (or resume) the campaign and write ``reports/<id>-seed<k>.json``,
     ``campaign.json`` and ``campaign.md`` under ``spec.out_dir``.
 
+    The aggregate is rewritten after every graded pair, marked partial until all pairs are
+    graded, so a campaign spread over several sittings always has an up-to-date report of what
+    is finished; the plots are drawn once all pairs are graded.
+
     Returns:
         The aggregate (see :func:`aggregate_reports`) plus ``reports``.
 
@@ -169,6 +173,7 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
     """
     for comp in spec.competitions:
         ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
+    planned = len(spec.competitions) * len(spec.seeds)
     reports = []
     for comp in spec.competitions:
         for seed in spec.seeds:
@@ -176,8 +181,19 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
             reports.append(rep)
             if not ran:
                 continue
+            if len(reports) < planned:
+                _write_aggregate(spec, reports, planned)
             medal = "gold" if rep["gold_medal"] else "silver" if rep["silver_medal"] else "bronze" if rep["bronze_medal"] else "no medal"
-            say(f"{comp} seed {seed}: score {rep['score']} ({medal}{', above median' if rep['above_median'] else ''})")
+            say(f"{comp} seed {seed}: score {rep['score']} ({medal}{', above median' if rep['above_median'] else ''}); "
+                f"{len(reports)} of {planned} runs graded")
+    agg = _write_aggregate(spec, reports, planned)
+    _plots(spec, agg, reports)
+    return {**agg, "reports": reports}
+
+
+def _write_aggregate(spec: CampaignSpec, reports: list[dict[str, Any]], planned: int) -> dict[str, Any]:
+    """Aggregate the graded ``reports`` and write ``campaign.json`` and ``campaign.md``
+    (``graded_runs`` of ``planned_runs``: fewer means the campaign is not finished)."""
     agg = aggregate_reports(reports)
     agg.update(
         date=dt.datetime.now().isoformat(timespec="seconds"),
@@ -185,11 +201,12 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
         time_budget_s=spec.time_budget_s,
         seeds=list(spec.seeds),
         command=campaign_command(spec),
+        graded_runs=len(reports),
+        planned_runs=planned,
     )
     atomic_write(spec.out_dir / "campaign.json", json.dumps({**agg, "reports": reports}, indent=2, default=str))
     atomic_write(spec.out_dir / "campaign.md", render_campaign_markdown(agg, reports))
-    _plots(spec, agg, reports)
-    return {**agg, "reports": reports}
+    return agg
 
 
 def _plots(spec: CampaignSpec, agg: dict[str, Any], reports: list[dict[str, Any]]) -> None:
@@ -267,6 +284,11 @@ def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]])
         "",
         f"Command: `{agg.get('command', '?')}`",
         "",
+    ]
+    if agg.get("graded_runs", len(reports)) < agg.get("planned_runs", len(reports)):
+        lines += [f"**Partial: {agg['graded_runs']} of {agg['planned_runs']} runs graded**; rerun the command to run the rest "
+                  "(graded runs are skipped).", ""]
+    lines += [
         "| runs | valid submission | any medal | gold | silver | bronze | above median | mean wall (s) | mean LLM cost (USD) |",
         "|---|---|---|---|---|---|---|---|---|",
         f"| {o['runs']} | {o['valid_submission_pct']} % | {o['any_medal_pct']} % | {o['gold']} | {o['silver']} | {o['bronze']} | {o['above_median_pct']} % | {o['mean_wall_s']} | {o['mean_llm_cost_usd']} |",
