@@ -206,17 +206,21 @@ def _summary(search) -> None:
     detail = ", ".join([f"{sum(n.is_valid for n in nodes)} valid"] + [f"{v} {k}" for k, v in sorted(states.items())])
     t.add_row("nodes", f"{len(everything)} ({detail})")
     if best is None:
-        t.add_row("best validation score", "none: no candidate produced a valid submission")
+        t.add_row("chosen node", "none: no candidate produced a valid submission")
     else:
-        t.add_row(f"best validation score ({search.task.metric})", f"{best.score:.6f} (node {best.seq}, {best.operator.value})")
+        from mcgs.ensemble import honest_score
+
+        # an ensemble's own OOF score is optimistic (its weights were fitted on those rows): the
+        # cross-fitted one is what the choice used, and what the progress line's best cannot show
+        honest = honest_score(best)
+        crossfit = f", {honest:.6f} cross-fitted" if honest != best.score else ""
+        t.add_row(f"chosen node ({search.task.metric})", f"node {best.seq} ({best.operator.value}): {best.score:.6f} out-of-fold{crossfit}")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
         prog = sys.argv[0] if Path(sys.argv[0]).name == "mcgs" else "mcgs"  # as the user typed it, e.g. .venv/bin/mcgs
         t.add_row("next", f"{prog} report {search.run_dir} -o report.html; {prog} export {search.run_dir} --out MODEL_DIR")
     ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
     if ens and best is not None and best.operator.value != "ensemble":
-        from mcgs.ensemble import honest_score
-
         last = ens[-1]
         when = "built after" if last.seq > best.seq else "built before"
         t.add_row("ensemble", f"node {last.seq} ({when} node {best.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "

@@ -99,7 +99,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     con.close()
     res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "best solution" in res.stdout
+    assert "best solution" in res.stdout and "chosen node (roc_auc)" in res.stdout and "out-of-fold" in res.stdout
     con = sqlite3.connect(run / "mcgs.db")
     assert con.execute("select status from runs").fetchone()[0] == "finished"
     assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
