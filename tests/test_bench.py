@@ -122,3 +122,33 @@ def test_bench_names_a_competitor_it_does_not_know(tmp_path):
     res = CliRunner().invoke(app, ["bench", "--competitions", "spaceship-titanic", "--competitors", "mcgs,autogluon",
                                    "--data", str(tmp_path), "--out", str(tmp_path / "o")], env={"COLUMNS": "200"})
     assert res.exit_code == 2 and "--competitors: 'autogluon' is not one of mcgs, lightgbm, optuna, flaml" in res.output
+
+
+def test_an_interrupted_bench_reports_the_finished_pairs_as_partial_and_a_rerun_completes_it(tmp_path, monkeypatch):
+    import mcgs.mlebench.bench as bench
+
+    def pair(spec, comp, competitor, say):  # what _run_pair returns after grading, without the 10-minute processes
+        if competitor == "flaml" and interrupt:
+            raise KeyboardInterrupt
+        score = {"lightgbm": 0.79, "flaml": 0.80, "mcgs": 0.81}[competitor]
+        return {"competition_id": comp, "competitor": competitor, "score": score, "is_lower_better": False, "valid_submission": True,
+                "gold_medal": False, "silver_medal": False, "bronze_medal": competitor == "mcgs", "status": "finished",
+                "wall_s": 600.5, "overrun_s": 0.5}
+
+    monkeypatch.setattr(bench, "ensure_prepared", lambda *a: None)
+    monkeypatch.setattr(bench, "_run_pair", pair)
+    spec = bench.BenchSpec(competitions=("spaceship-titanic",), competitors=("lightgbm", "flaml", "mcgs"), time_budget_s=600,
+                           data_dir=tmp_path / "data", out_dir=tmp_path / "bench")
+    interrupt = True
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_bench(spec, say=lambda m: None)
+    partial = json.loads((tmp_path / "bench" / "bench.json").read_text())
+    assert (partial["done_pairs"], partial["planned_pairs"], list(partial["table"]["spaceship-titanic"])) == (1, 3, ["lightgbm"])
+    assert "Partial: 1 of 3 pairs done" in (tmp_path / "bench" / "bench.md").read_text()
+    interrupt = False
+    said: list[str] = []
+    done = bench.run_bench(spec, say=said.append)
+    assert [m.split(":")[0] for m in said] == ["spaceship-titanic / flaml", "spaceship-titanic / mcgs"]  # lightgbm was not run again
+    assert (done["done_pairs"], done["mcgs_ahead_of_flaml"], done["compared_with_flaml"]) == (3, 1, 1)
+    md = (tmp_path / "bench" / "bench.md").read_text()
+    assert "Partial" not in md and "0.81 (1.000) bronze" in md and "mcgs ahead of FLAML on 1 of 1" in md

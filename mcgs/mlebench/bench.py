@@ -183,6 +183,9 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
     """Run (or resume) every pair, then write ``results/<id>-<competitor>.json``, ``bench.json``
     and ``bench.md`` under ``spec.out_dir``.
 
+    The table is rewritten after every finished pair, marked partial until all pairs are done, so
+    a comparison spread over several sittings always reports what is finished.
+
     Returns:
         ``{"table": {competition: {competitor: result}}, "mcgs_ahead_of_flaml": int,
         "compared_with_flaml": int, ...}``; each result is a grading report plus ``status``,
@@ -194,16 +197,27 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
     """
     for comp in spec.competitions:
         ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
+    planned = len(spec.competitions) * len(spec.competitors)
     results = []
     for comp in spec.competitions:
         for competitor in spec.competitors:
             rep, ran = load_or_run(spec.out_dir / "results" / f"{comp}-{competitor}.json", lambda: _run_pair(spec, comp, competitor, say))
             results.append(rep)
             if ran:
-                say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}")
+                if len(results) < planned:
+                    _write_summary(spec, results, planned)
+                say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}; "
+                    f"{len(results)} of {planned} pairs done")
+    return _write_summary(spec, results, planned)
+
+
+def _write_summary(spec: BenchSpec, results: list[dict[str, Any]], planned: int) -> dict[str, Any]:
+    """Summarise the finished ``results`` and write ``bench.json`` and ``bench.md`` (``done_pairs``
+    of ``planned_pairs``: fewer means the comparison is not finished)."""
     summary = _summary(results, spec)
     summary.update(date=dt.datetime.now().isoformat(timespec="seconds"), machine=f"{platform.machine()}, {os.cpu_count()} cores",
-                   time_budget_s=spec.time_budget_s, command=bench_command(spec), competitors=list(spec.competitors))
+                   time_budget_s=spec.time_budget_s, command=bench_command(spec), competitors=list(spec.competitors),
+                   done_pairs=len(results), planned_pairs=planned)
     atomic_write(spec.out_dir / "bench.json", json.dumps(summary, indent=2, default=str))
     atomic_write(spec.out_dir / "bench.md", render_bench_markdown(summary))
     return summary
@@ -222,6 +236,11 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
         f"Machine: {summary['machine']}. Budget per competitor and competition: {summary['time_budget_s']:.0f}s. "
         f"Command: `{summary['command']}`",
         "",
+    ]
+    if summary.get("done_pairs", 0) < summary.get("planned_pairs", 0):
+        lines += [f"**Partial: {summary['done_pairs']} of {summary['planned_pairs']} pairs done**; rerun the command to run the rest "
+                  "(finished pairs are skipped).", ""]
+    lines += [
         "Private-split score (ratio to the competition's best score, 1 = best; medal if any). "
         "`-`: no valid submission.",
         "",
