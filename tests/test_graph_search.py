@@ -26,7 +26,7 @@ def demo_task(tmp_path_factory):
 @pytest.fixture(scope="module")
 def graph_run(demo_task, tmp_path_factory):
     settings = SearchSettings(
-        time_budget_s=900, per_run_timeout_s=120, num_drafts=3, max_nodes=12, seed=0, plan_candidates=0,
+        time_budget_s=900, per_run_timeout_s=120, num_drafts=3, max_nodes=10, seed=0, plan_candidates=0,
         branch_stagnation=1, global_stagnation=2, ensemble_every=6, policy="mcgs",
     )
     search = create_search(demo_task, tmp_path_factory.mktemp("graph") / "run", settings=settings, coder=RecipeCoder(models=FAST))

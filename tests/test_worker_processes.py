@@ -23,7 +23,7 @@ from mcgs.settings import SearchSettings
 CONSTANT_PROGRAM = constant_program(0.5)
 
 WORKERS = 8
-QUEUED = 96  # 12 per worker: every claim contends with seven other processes
+QUEUED = 64  # 8 per worker: every claim contends with seven other processes
 
 
 @pytest.mark.slow
