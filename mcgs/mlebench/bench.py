@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared, load_or_run
+from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared, load_or_run, partial_notice
 from mcgs.mlebench.competitors import COMPETITORS
 from mcgs.mlebench.grade import grade_submission
 
@@ -237,9 +237,7 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
         f"Command: `{summary['command']}`",
         "",
     ]
-    if summary.get("done_pairs", 0) < summary.get("planned_pairs", 0):
-        lines += [f"**Partial: {summary['done_pairs']} of {summary['planned_pairs']} pairs done**; rerun the command to run the rest "
-                  "(finished pairs are skipped).", ""]
+    lines += partial_notice(summary.get("done_pairs", 0), summary.get("planned_pairs", 0), "pairs done")
     lines += [
         "Private-split score (ratio to the competition's best score, 1 = best; medal if any). "
         "`-`: no valid submission.",

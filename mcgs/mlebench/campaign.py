@@ -30,7 +30,7 @@ from mcgs.mlebench.grade import grade_submission
 from mcgs.mlebench.prepare import prepare_competition
 from mcgs.mlebench.registry import MLEBenchError, get_competition
 
-__all__ = ["CampaignSpec", "run_campaign", "aggregate_reports", "render_campaign_markdown"]
+__all__ = ["CampaignSpec", "run_campaign", "aggregate_reports", "render_campaign_markdown", "partial_notice"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +98,14 @@ def load_or_run(path: Path, run: Callable[[], dict[str, Any]]) -> tuple[dict[str
     result = run()
     atomic_write(path, json.dumps(result, indent=2))
     return result, True
+
+
+def partial_notice(done: int, planned: int, unit: str) -> list[str]:
+    """Markdown lines saying a resumable report is not finished (``done`` of ``planned``
+    ``unit``), or no lines when it is; shared by the campaign and bench reports."""
+    if done >= planned:
+        return []
+    return [f"**Partial: {done} of {planned} {unit}**; rerun the command to run the rest (finished ones are skipped).", ""]
 
 
 def ensure_prepared(comp: str, data_dir: Path, raw_root: Path | None, say: Callable[[str], None]) -> None:
@@ -285,9 +293,7 @@ def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]])
         f"Command: `{agg.get('command', '?')}`",
         "",
     ]
-    if agg.get("graded_runs", len(reports)) < agg.get("planned_runs", len(reports)):
-        lines += [f"**Partial: {agg['graded_runs']} of {agg['planned_runs']} runs graded**; rerun the command to run the rest "
-                  "(graded runs are skipped).", ""]
+    lines += partial_notice(agg.get("graded_runs", len(reports)), agg.get("planned_runs", len(reports)), "runs graded")
     lines += [
         "| runs | valid submission | any medal | gold | silver | bronze | above median | mean wall (s) | mean LLM cost (USD) |",
         "|---|---|---|---|---|---|---|---|---|",
