@@ -684,7 +684,7 @@ def bench(
     """Compare mcgs with LightGBM (defaults), Optuna-tuned LightGBM and FLAML AutoML on the same
     MLE-bench splits, cores and wall budget, each in its own process; grade every submission on
     the private split and report scores, ratios to the best and each one's budget overrun. A rerun
-    skips finished pairs. FLAML and Optuna come with `pip install -e ".[bench]"`."""
+    skips finished pairs. FLAML and Optuna come with `pip install -e ".\\[bench]"`."""
     _setup_logging(False)
     _sigterm_as_interrupt()
     with _user_errors():
