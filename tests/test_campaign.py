@@ -8,7 +8,7 @@ import math
 import pytest
 
 from mcgs.mlebench import MLEBenchError
-from mcgs.mlebench.campaign import CampaignSpec, aggregate_reports, run_campaign
+from mcgs.mlebench.campaign import CampaignSpec, aggregate_reports, render_campaign_markdown, run_campaign
 from mcgs.search import open_search
 
 
@@ -34,6 +34,9 @@ def test_aggregate_counts_medals_shares_and_the_standard_error_over_seeds():
     assert a["score_se"] == pytest.approx(math.sqrt(0.0008) / math.sqrt(2))
     assert a["score_median"] == pytest.approx(0.82) and agg["competitions"]["b"]["score_median"] == pytest.approx(0.6)
     assert a["valid_submission_pct"] == pytest.approx(66.7)
+    reps[0]["median_threshold"] = reps[1]["median_threshold"] = 0.5995950000000001  # as MLE-bench's CSV parses
+    text = render_campaign_markdown(aggregate_reports(reps), reps)
+    assert "| a | 3 | 0.82 ± 0.02 | 0.82 | 0.599595 | 66.7 % | 1/0/1 | 66.7 % |" in text
 
 
 def test_an_unprepared_competition_without_raw_data_names_the_fix(tmp_path):
@@ -86,3 +89,26 @@ def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, 
     again = run_campaign(spec, say=said.append)
     assert not any("searching" in m for m in said)
     assert [r["score"] for r in again["reports"]] == [r["score"] for r in result["reports"]]
+
+
+def test_engine_commit_names_the_checkout_and_flags_uncommitted_engine_changes(tmp_path):
+    import subprocess
+
+    from mcgs import __version__
+    from mcgs.mlebench.campaign import engine_commit
+
+    assert engine_commit(tmp_path) == __version__  # not a git checkout
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path, check=True, capture_output=True, text=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "mcgs").mkdir()
+    (tmp_path / "mcgs" / "search.py").write_text("A = 1\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "campaign.md").write_text("partial\n")
+    git("add", ".")
+    git("commit", "-qm", "x")
+    rev = git("rev-parse", "--short", "HEAD").stdout.strip()
+    assert engine_commit(tmp_path) == rev
+    (tmp_path / "docs" / "campaign.md").write_text("18 of 18\n")  # results: not the engine
+    assert engine_commit(tmp_path) == rev
+    (tmp_path / "mcgs" / "search.py").write_text("A = 2\n")
+    assert engine_commit(tmp_path) == f"{rev}+modified"

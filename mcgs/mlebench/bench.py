@@ -129,6 +129,7 @@ def _command(spec: BenchSpec, comp: str, competitor: str, folder: Path) -> tuple
 
 def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], None]) -> dict[str, Any]:
     folder = spec.out_dir / "runs" / comp / competitor
+    commit = engine_commit()  # before the run: results committed meanwhile do not count
     cmd, submission, spent = _command(spec, comp, competitor, folder)
     folder.mkdir(parents=True, exist_ok=True)
     say(f"{comp} / {competitor}: {'resuming' if spent else 'running'} for {spec.time_budget_s - spent:.0f}s")
@@ -152,7 +153,7 @@ def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], 
         tail = (folder / "stderr.txt").read_text(errors="replace")[-1500:]
         report["error"] = f"{status}: {tail.strip()[-600:]}" if tail.strip() else status
     report.update(competitor=competitor, status=status, wall_s=round(wall, 1), budget_s=spec.time_budget_s,
-                  overrun_s=round(wall - spec.time_budget_s, 1), seed=spec.seed, threads=spec.threads, commit=engine_commit())
+                  overrun_s=round(wall - spec.time_budget_s, 1), seed=spec.seed, threads=spec.threads, commit=commit)
     return report
 
 

@@ -57,19 +57,33 @@ class CampaignSpec:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def engine_commit() -> str:
-    """The git commit (short hash) of the mcgs source that runs, or its version when it is not
-    a git checkout. Stored in every report so a campaign resumed later says what produced it."""
+def engine_commit(root: Path | None = None) -> str:
+    """The git commit (short hash) of the mcgs source that runs, with ``+modified`` when the
+    engine's folders (``mcgs``, ``operators``, ``knowledge_base``) differ from it, or the
+    package version when the source is not a git checkout. Taken when a run starts and stored
+    in its report, so a campaign resumed later says what produced each result.
+
+    Args:
+        root: The checkout to ask (default: the one this module was loaded from).
+    """
     import subprocess
 
     from mcgs import __version__
 
-    try:
-        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
-                           cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.SubprocessError):
+    root = root if root is not None else Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=root)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    rev = git("rev-parse", "--short", "HEAD")
+    if not rev:
         return __version__
-    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else __version__
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "mcgs", "operators", "knowledge_base")
+    return f"{rev}+modified" if changed else rev
 
 
 def campaign_command(spec: CampaignSpec) -> str:
@@ -133,6 +147,7 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
     from mcgs.settings import SearchSettings
 
     run_dir = spec.out_dir / "runs" / f"{comp}-seed{seed}"
+    commit = engine_commit()  # before the search: results committed during a run do not count
     if (run_dir / DB_NAME).exists():
         search = open_search(run_dir)
         if search.run_record.status != "finished":
@@ -156,7 +171,7 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
         wall_s=round(search.storage.get_run(search.run_record.name).elapsed_s, 1),
         llm_cost_usd=round(search.storage.llm_spend_usd(search.run_id), 6),
         time_budget_s=spec.time_budget_s,
-        commit=engine_commit(),
+        commit=commit,
         metric=search.task.metric,
         best_so_far=best_so_far(search),
     )
@@ -281,6 +296,11 @@ def aggregate_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return {"overall": _shares(reports), "competitions": comps}
 
 
+def _num(x: Any) -> str:
+    """A grader threshold as the leaderboard would print it: 0.5995950000000001 -> 0.599595."""
+    return format(x, ".6g") if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
 def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]]) -> str:
     """The campaign's Markdown report: aggregate table, per-competition table, per-run table."""
     o = agg["overall"]
@@ -305,7 +325,7 @@ def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]])
     for comp, c in agg["competitions"].items():
         score = "-" if c["score_mean"] is None else f"{c['score_mean']:.5g}" + ("" if c["score_se"] is None else f" ± {c['score_se']:.2g}")
         lines.append(
-            f"| {comp} | {c['runs']} | {score} | {'-' if c.get('score_median') is None else format(c['score_median'], '.5g')} | {c['median_threshold']} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
+            f"| {comp} | {c['runs']} | {score} | {'-' if c.get('score_median') is None else format(c['score_median'], '.5g')} | {_num(c['median_threshold'])} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
         )
     lines += ["", "| competition | seed | score | medal | above median | nodes (valid) | wall (s) | LLM cost (USD) |", "|---|---|---|---|---|---|---|---|"]
     for r in reports:
