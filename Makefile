@@ -26,9 +26,10 @@ demo: install
 	$(BIN)/mcgs demo --out demo_run --time-budget 2m
 
 ## Run the test suite (tests needing ../shared/data skip when it is absent, unless CI=true).
-## Two pytest workers, one test file each at a time: most of a test's wall time is a candidate
-## process starting Python and importing pandas/scikit-learn on one core, so two files at once
-## use both cores (file by file keeps each module's shared search fixture to one worker).
+## Two pytest workers, one test file each at a time, each worker's candidates on one thread
+## (tests/conftest.py): most of a test's wall time is candidate processes starting Python and
+## importing pandas/scikit-learn, or waiting on limits, on one core; two files at once use both
+## cores (file by file keeps each module's shared search fixture to one worker).
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 

@@ -16,6 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 # Searches in tests draft as the coder proposes unless a test turns multi-plan screening on
 # (tests/test_screening.py); screening every tiny test search would only add minutes.
 os.environ.setdefault("MCGS_PLAN_CANDIDATES", "0")
+# `make test` runs two pytest-xdist workers on two cores: there, each worker's candidates get one
+# thread. Two LightGBM/OpenMP programs with two threads each on two cores spin against each
+# other (measured: a 6-node test search took 36 s alone, 130 s beside a copy of itself with two
+# threads each, 39 s with one).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("MCGS_CPU_THREADS", "1")
 # No test talks to the real API: the key is kept only for the explicitly requested live test
 # (tests/test_llm_live.py, `pytest -m live`), which reads it from MCGS_LIVE_ANTHROPIC_API_KEY.
 _live_key = os.environ.pop("ANTHROPIC_API_KEY", None)
