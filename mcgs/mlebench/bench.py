@@ -241,7 +241,7 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
     lines += partial_notice(summary.get("done_pairs", 0), summary.get("planned_pairs", 0), "pairs done")
     lines += [
         "Private-split score (ratio to the competition's best score, 1 = best; medal if any). "
-        "`-`: no valid submission.",
+        "`no submission`: the competitor wrote no valid submission; `not run`: the pair is not done yet.",
         "",
         "| competition | " + " | ".join(comps) + " |",
         "|---|" + "---|" * len(comps),
@@ -251,7 +251,7 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
         for c in comps:
             r = by.get(c)
             if r is None or r["score"] is None:
-                cells.append("-")
+                cells.append("not run" if r is None else "no submission")
                 continue
             medal = "gold" if r["gold_medal"] else "silver" if r["silver_medal"] else "bronze" if r["bronze_medal"] else ""
             cells.append(f"{_fmt(r['score'])} ({r['ratio_to_best']:.3f}){' ' + medal if medal else ''}")
@@ -259,7 +259,7 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
     lines += ["", "Wall time less budget (s; positive = overran), and how each process ended:", "",
               "| competition | " + " | ".join(comps) + " |", "|---|" + "---|" * len(comps)]
     for comp, by in summary["table"].items():
-        cells = [f"{by[c]['overrun_s']:+.0f} ({by[c]['status']})" if c in by else "-" for c in comps]
+        cells = [f"{by[c]['overrun_s']:+.0f} ({by[c]['status']})" if c in by else "not run" for c in comps]
         lines.append(f"| {comp} | " + " | ".join(cells) + " |")
     if summary["compared_with_flaml"]:
         lines += ["", f"mcgs ahead of FLAML on {summary['mcgs_ahead_of_flaml']} of {summary['compared_with_flaml']} competitions."]
