@@ -50,6 +50,14 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
+def _stopped_batch(report: Path, kept: str) -> None:
+    """A campaign or bench stopped by Ctrl-C or SIGTERM: say what is kept and how to go on
+    (exit code 130, as a shell reports an interrupt)."""
+    console.print(f"[yellow]stopped.[/] The {kept} are saved and reported in {escape(str(report))}; "
+                  "rerun the same command to continue (they are skipped, an interrupted mcgs run resumes).", soft_wrap=True)
+    raise typer.Exit(130)
+
+
 @contextlib.contextmanager
 def _user_errors():
     """Turn input errors into one clear message and exit code 2."""
@@ -661,7 +669,10 @@ def mlebench_campaign(
             competitions=comps, seeds=seed_list, time_budget_s=_duration("--time-budget", time_budget), data_dir=data, out_dir=out_dir,
             raw_root=raw, settings={"coder": _choice("--coder", coder, ("auto", "recipe", "anthropic"))},
         )
-        result = run_campaign(spec, say=_say)
+        try:
+            result = run_campaign(spec, say=_say)
+        except KeyboardInterrupt:
+            _stopped_batch(out_dir / "campaign.md", "graded runs")
     o = result["overall"]
     out.print(
         f"{o['runs']} runs: valid {o['valid_submission_pct']} %, any medal {o['any_medal_pct']} % "
@@ -701,7 +712,10 @@ def bench(
             raise _UserError(f"{' and '.join(missing)} not installed: run pip install -e \".[bench]\" in the mcgs checkout (or leave them out of --competitors)")
         spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data,
                          out_dir=out_dir, raw_root=raw, seed=seed, threads=threads)
-        result = run_bench(spec, say=_say)
+        try:
+            result = run_bench(spec, say=_say)
+        except KeyboardInterrupt:
+            _stopped_batch(out_dir / "bench.md", "finished pairs")
     ahead = f"mcgs ahead of FLAML on {result['mcgs_ahead_of_flaml']} of {result['compared_with_flaml']}; " if result["compared_with_flaml"] else ""
     out.print(f"{ahead}report {out_dir / 'bench.md'}")
 

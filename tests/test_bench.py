@@ -153,3 +153,17 @@ def test_an_interrupted_bench_reports_the_finished_pairs_as_partial_and_a_rerun_
     assert (done["done_pairs"], done["mcgs_ahead_of_flaml"], done["compared_with_flaml"]) == (3, 1, 1)
     md = (tmp_path / "bench" / "bench.md").read_text()
     assert "Partial" not in md and "0.81 (1.000) bronze" in md and "mcgs ahead of FLAML on 1 of 1" in md
+
+
+def test_a_stopped_bench_says_what_is_kept_and_how_to_continue(tmp_path, monkeypatch):
+    import mcgs.mlebench.bench as bench
+
+    def stopped(spec, say):
+        say("spaceship-titanic / mcgs: running for 600s")
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(bench, "run_bench", stopped)
+    res = CliRunner().invoke(app, ["bench", "--competitions", "spaceship-titanic", "--competitors", "mcgs,lightgbm",
+                                   "--data", str(tmp_path), "--out", str(tmp_path / "o")], env={"COLUMNS": "200"})
+    assert res.exit_code == 130, res.output
+    assert "stopped. The finished pairs are saved and reported in" in res.output and "rerun the same command to continue" in res.output

@@ -112,3 +112,19 @@ def test_engine_commit_names_the_checkout_and_flags_uncommitted_engine_changes(t
     assert engine_commit(tmp_path) == rev
     (tmp_path / "mcgs" / "search.py").write_text("A = 2\n")
     assert engine_commit(tmp_path) == f"{rev}+modified"
+
+
+def test_a_stopped_campaign_says_what_is_kept_and_how_to_continue(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import mcgs.mlebench.campaign as campaign
+    from mcgs.cli import app
+
+    def stopped(spec, say):
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(campaign, "run_campaign", stopped)
+    res = CliRunner().invoke(app, ["mlebench", "campaign", "--competitions", "spaceship-titanic", "--seeds", "0", "--data", str(tmp_path),
+                                   "--out", str(tmp_path / "c")], env={"COLUMNS": "200"})
+    assert res.exit_code == 130, res.output
+    assert "stopped. The graded runs are saved and reported in" in res.output and "campaign.md" in res.output
