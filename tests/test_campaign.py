@@ -112,6 +112,8 @@ def test_engine_commit_names_the_checkout_and_flags_uncommitted_engine_changes(t
     assert engine_commit(tmp_path) == rev
     (tmp_path / "mcgs" / "search.py").write_text("A = 2\n")
     assert engine_commit(tmp_path) == f"{rev}+modified"
+    (tmp_path / ".venv" / "lib").mkdir(parents=True)  # an installed copy inside someone's repository
+    assert engine_commit(tmp_path / ".venv" / "lib") == __version__
 
 
 def test_a_stopped_campaign_says_what_is_kept_and_how_to_continue(tmp_path, monkeypatch):

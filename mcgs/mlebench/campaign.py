@@ -79,6 +79,9 @@ def engine_commit(root: Path | None = None) -> str:
             return None
         return r.stdout.strip() if r.returncode == 0 else None
 
+    top = git("rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != root.resolve():  # an installed copy (inside some other repository, maybe)
+        return __version__
     rev = git("rev-parse", "--short", "HEAD")
     if not rev:
         return __version__
