@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared, load_or_run, partial_notice
+from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared, fmt_number, load_or_run, partial_notice
 from mcgs.mlebench.competitors import COMPETITORS
 from mcgs.mlebench.grade import grade_submission
 
@@ -224,10 +224,6 @@ def _write_summary(spec: BenchSpec, results: list[dict[str, Any]], planned: int)
     return summary
 
 
-def _fmt(x: float | None, digits: int = 5) -> str:
-    return "-" if x is None else f"{x:.{digits}g}"
-
-
 def render_bench_markdown(summary: dict[str, Any]) -> str:
     """The report: scores with ratios to the best, medals, and each competitor's overrun."""
     comps = summary["competitors"]
@@ -254,7 +250,7 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
                 cells.append("not run" if r is None else "no submission")
                 continue
             medal = "gold" if r["gold_medal"] else "silver" if r["silver_medal"] else "bronze" if r["bronze_medal"] else ""
-            cells.append(f"{_fmt(r['score'])} ({r['ratio_to_best']:.3f}){' ' + medal if medal else ''}")
+            cells.append(f"{fmt_number(r['score'], 5)} ({r['ratio_to_best']:.3f}){' ' + medal if medal else ''}")
         lines.append(f"| {comp} | " + " | ".join(cells) + " |")
     lines += ["", "Wall time less budget (s; positive = overran), and how each process ended:", "",
               "| competition | " + " | ".join(comps) + " |", "|---|" + "---|" * len(comps)]

@@ -30,7 +30,7 @@ from mcgs.mlebench.grade import grade_submission
 from mcgs.mlebench.prepare import prepare_competition
 from mcgs.mlebench.registry import MLEBenchError, get_competition
 
-__all__ = ["CampaignSpec", "run_campaign", "aggregate_reports", "render_campaign_markdown", "partial_notice"]
+__all__ = ["CampaignSpec", "run_campaign", "aggregate_reports", "render_campaign_markdown", "partial_notice", "fmt_number"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,9 +299,10 @@ def aggregate_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return {"overall": _shares(reports), "competitions": comps}
 
 
-def _num(x: Any) -> str:
-    """A grader threshold as the leaderboard would print it: 0.5995950000000001 -> 0.599595."""
-    return format(x, ".6g") if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+def fmt_number(x: float | None, digits: int = 6) -> str:
+    """A score or threshold as a leaderboard prints it (0.5995950000000001 -> 0.599595), or
+    ``-`` for None; shared by the campaign and bench reports."""
+    return "-" if x is None else format(x, f".{digits}g")
 
 
 def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]]) -> str:
@@ -328,7 +329,7 @@ def render_campaign_markdown(agg: dict[str, Any], reports: list[dict[str, Any]])
     for comp, c in agg["competitions"].items():
         score = "-" if c["score_mean"] is None else f"{c['score_mean']:.5g}" + ("" if c["score_se"] is None else f" ± {c['score_se']:.2g}")
         lines.append(
-            f"| {comp} | {c['runs']} | {score} | {'-' if c.get('score_median') is None else format(c['score_median'], '.5g')} | {_num(c['median_threshold'])} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
+            f"| {comp} | {c['runs']} | {score} | {fmt_number(c.get('score_median'), 5)} | {fmt_number(c['median_threshold'])} | {c['above_median_pct']} % | {c['gold']}/{c['silver']}/{c['bronze']} | {c['valid_submission_pct']} % |"
         )
     lines += ["", "| competition | seed | score | medal | above median | nodes (valid) | wall (s) | LLM cost (USD) |", "|---|---|---|---|---|---|---|---|"]
     for r in reports:
