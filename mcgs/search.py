@@ -68,7 +68,9 @@ def _open_storage(url: str) -> Storage:
     except StorageError:
         raise
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server
-        raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        damaged = (" (a damaged or foreign file: restore it from a copy, or start a new run with another --out)"
+                   if url.startswith("sqlite") and "DatabaseError" in f"{type(exc).__name__} {exc}" else "")
+        raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{damaged}") from exc
 LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
 DISK_POLL_S = 2.0
 # Below this many seconds of remaining budget no new candidate is started.
@@ -1029,26 +1031,32 @@ def create_search(
             f"{baseline} is an ensemble node's program: it blends other nodes' saved predictions (members/) and cannot run "
             f"on its own; give a single node's program, e.g. RUN_DIR/nodes/<node>/solution.py"
         )
+    created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    if baseline is not None:
-        shutil.copyfile(baseline, run_dir / BASELINE_NAME)
-    url = storage or default_storage_url(run_dir)
-    store = _open_storage(url)
-    name = run_dir.resolve().name
-    if any(r.name == name for r in store.list_runs()):
-        store.close()
-        raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
-    if url != default_storage_url(run_dir):
-        (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
-    run = store.create_run(
-        name=name,
-        task_json=spec.to_json(),
-        settings=settings.model_dump(mode="json"),
-        seed=settings.seed,
-        data_fingerprint=data_fingerprint(spec),
-        package_versions=_package_versions(),
-        isolation=settings.isolation,
-    )
+    try:
+        if baseline is not None:
+            shutil.copyfile(baseline, run_dir / BASELINE_NAME)
+        url = storage or default_storage_url(run_dir)
+        store = _open_storage(url)
+        name = run_dir.resolve().name
+        if any(r.name == name for r in store.list_runs()):
+            store.close()
+            raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
+        if url != default_storage_url(run_dir):
+            (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
+        run = store.create_run(
+            name=name,
+            task_json=spec.to_json(),
+            settings=settings.model_dump(mode="json"),
+            seed=settings.seed,
+            data_fingerprint=data_fingerprint(spec),
+            package_versions=_package_versions(),
+            isolation=settings.isolation,
+        )
+    except BaseException:  # a storage that does not open leaves no empty run folder behind
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
 
 
