@@ -4,7 +4,7 @@
 workspaces + ``best/``). It holds no algorithm of its own: selection and reward live in
 :mod:`mcgs.policy`, requests in :mod:`mcgs.operators`, programs in the coder, execution in
 :mod:`mcgs.sandbox`, scoring in :mod:`mcgs.evaluation`. Everything is written to storage as it
-happens, so a run stopped for any reason resumes with :func:`open_search`.
+happens, so a run stopped for any reason resumes with :func:`mcgs.load_search` (:func:`open_search` here).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class _Clock:
 class Search:
     """One search run over a task, persisted in ``run_dir``.
 
-    Use :func:`create_search` or :func:`open_search` rather than the constructor.
+    Use :func:`mcgs.create_search` or :func:`mcgs.load_search` rather than the constructor.
 
     Args:
         run_dir: The run directory.
@@ -153,7 +153,10 @@ class Search:
         task: The task.
         settings: Search settings (budgets and constants).
         coder: Who writes the programs.
-        callbacks: Called as ``callback(search, node)`` after each node finishes.
+        callbacks: Called as ``callback(search, node)`` after each node finishes (a single
+            function is taken as a list of one). An exception a callback raises stops the run
+            like Ctrl-C would (status ``stopped``, every finished node kept; ``run`` again
+            resumes it) and propagates to the caller of :meth:`run`.
     """
 
     def __init__(
@@ -172,7 +175,7 @@ class Search:
         self.task = task
         self.settings = settings
         self.coder = coder
-        self.callbacks = list(callbacks)
+        self.callbacks = [callbacks] if callable(callbacks) else list(callbacks)
         self.input_dir = prepare_run_input(task, run_dir)
         self.profile = self._load_profile()
         self.labels = TaskLabels.load(task, self.input_dir / "folds.csv")
@@ -296,7 +299,7 @@ class Search:
 
         Raises:
             KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
-                run as ``stopped`` (resume with :func:`open_search`).
+                run as ``stopped`` (resume with :func:`mcgs.load_search`).
             ValueError: a budget or worker count that is not positive.
         """
         from mcgs.sandbox import kill_candidates
@@ -320,6 +323,9 @@ class Search:
         self._requeue_lost()
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
+        if self.clock.remaining < MIN_CANDIDATE_S:
+            self.say(f"the time budget of {self.clock.budget_s:.0f} s is spent ({self.clock.elapsed_before:.0f} s used): no new candidate; "
+                     f"give a larger total budget to search on (mcgs resume RUN_DIR --time-budget, or run(time_budget=...))")
         try:
             with self._heartbeat():
                 self._search_loop()
@@ -1004,7 +1010,7 @@ def create_search(
 
     Raises:
         TaskError: the task folder is invalid.
-        RunError: ``run_dir`` already holds a run (use :func:`open_search` to resume it), or
+        RunError: ``run_dir`` already holds a run (use :func:`mcgs.load_search` to resume it), or
             the baseline file does not exist.
     """
     spec = task if isinstance(task, TaskSpec) else load_task(task)
@@ -1023,7 +1029,12 @@ def create_search(
         settings = settings.model_copy(update={"ensemble": False})
     run_dir = Path(run_dir)
     if (run_dir / DB_NAME).exists() or (run_dir / STORAGE_NAME).exists():
-        raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")
+        raise RunError(f"{run_dir} already holds a run; resume it (`mcgs resume {run_dir}`, mcgs.load_search) or choose another run folder")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"run folder {run_dir} is a file; give the path of a new folder")
+    data = spec.data_dir.resolve()
+    if run_dir.resolve() == data or run_dir.resolve().is_relative_to(data) or data.is_relative_to(run_dir.resolve()):
+        raise RunError(f"run folder {run_dir} is, holds or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")
     if baseline is not None and not Path(baseline).is_file():
         raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
     if baseline is not None and "members/" in Path(baseline).read_text(errors="replace") and (Path(baseline).parent / "members").is_dir():
@@ -1032,6 +1043,7 @@ def create_search(
             f"on its own; give a single node's program, e.g. RUN_DIR/nodes/<node>/solution.py"
         )
     created = not run_dir.exists()
+    before = set() if created else set(run_dir.iterdir())
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         if baseline is not None:
@@ -1053,11 +1065,16 @@ def create_search(
             package_versions=_package_versions(),
             isolation=settings.isolation,
         )
-    except BaseException:  # a storage that does not open leaves no empty run folder behind
+        return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
+    except BaseException:  # a storage that does not open, bad callbacks: the folder is left as it was
+        if "store" in locals():
+            store.close()
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
+        else:
+            for p in set(run_dir.iterdir()) - before:
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         raise
-    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
 
 
 def open_search(
@@ -1121,8 +1138,22 @@ def open_search(
         raise RunError(f"cannot read the task data of this run: {exc}") from exc
     if fp != run.data_fingerprint:
         raise RunError(f"the task data in {spec.data_dir} changed since the run started (fingerprint differs); start a new run")
+    from mcgs.metrics import UnknownMetricError, get_metric
+
+    try:  # before any candidate runs: a custom metric is registered per process
+        get_metric(spec.metric)
+    except UnknownMetricError:
+        store.close()
+        raise RunError(
+            f"the run's metric {spec.metric!r} is not registered in this process; call "
+            f"mcgs.register_metric({spec.metric!r}, ...) as when the run was created, then load it again"
+        ) from None
     stored = dict(run.settings)
     if time_budget_s is not None:
         stored["time_budget_s"] = time_budget_s
-    settings = SearchSettings(**stored)
+    try:
+        settings = SearchSettings(**stored)
+    except Exception:
+        store.close()
+        raise
     return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)

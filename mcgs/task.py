@@ -524,8 +524,10 @@ def load_task(path: str | Path) -> TaskSpec:
             message says which and how to fix it.
     """
     root = Path(path)
+    if root.is_file():
+        raise TaskError(f"{root} is a file; give the task folder that holds it ({root.parent})")
     if not root.is_dir():
-        raise TaskError(f"task folder {root} does not exist")
+        raise TaskError(f"task folder {root} does not exist; give the folder that holds task.yaml and the tables")
     if (root / "task.yaml").is_file():
         cfg = _parse_task_yaml(_load_yaml(root / "task.yaml"), root / "task.yaml")
         desc = cfg.description or ""
