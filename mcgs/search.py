@@ -1033,8 +1033,8 @@ def create_search(
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"run folder {run_dir} is a file; give the path of a new folder")
     data = spec.data_dir.resolve()
-    if run_dir.resolve() == data or run_dir.resolve().is_relative_to(data) or data.is_relative_to(run_dir.resolve()):
-        raise RunError(f"run folder {run_dir} is, holds or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")
+    if run_dir.resolve().is_relative_to(data):  # (a task the run owns may lie inside it: mcgs run --prompt)
+        raise RunError(f"run folder {run_dir} is or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")
     if baseline is not None and not Path(baseline).is_file():
         raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
     if baseline is not None and "members/" in Path(baseline).read_text(errors="replace") and (Path(baseline).parent / "members").is_dir():
