@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mcgs.coders import Coder, CoderStop
+from mcgs.coders import Coder, CoderAnswer, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, valid_nodes
@@ -575,6 +575,9 @@ class Search:
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
         request = build_request(ctx, exp)
         answer = self._next_plan() if exp.operator is Operator.DRAFT and self._plan_queue else self.coder.write(request)
+        if not isinstance(answer, CoderAnswer):  # a user's coder object
+            raise TypeError(f"{type(self.coder).__name__}.write returned a {type(answer).__name__}; it must return "
+                            f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
         review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
         if not review.rejected and hasattr(self.coder, "review_program"):  # the LLM path adds a model review
             verdict = self.coder.review_program(review.code, request)

@@ -102,6 +102,16 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     assert again.settings.seed == 4 and len(again.callbacks) == 1 and (tmp_path / "mine" / "notes.txt").read_text() == "kept"
 
 
+    class WritesText:  # a user's coder that returns the program text instead of a CoderAnswer
+        def write(self, request):
+            return "print('hello')"
+
+    wrong = mcgs.create_search(task=task, run_dir=tmp_path / "r4", coder=WritesText(), plan_candidates=0)
+    with pytest.raises(TypeError, match=r"WritesText.write returned a str; it must return mcgs.CoderAnswer"):
+        wrong.run(time_budget="1m", max_nodes=1)
+    assert mcgs.load_search(tmp_path / "r4").run_record.status == "stopped"
+
+
 @pytest.fixture
 def metric_registry():
     """Restore the metric registry after the test (registrations are process-wide)."""
