@@ -878,7 +878,8 @@ class Search:
         """The node whose submission the run hands in: the best single node or an ensemble
         node, chosen by :func:`mcgs.ensemble.choose_final` (ensembles judged by their
         cross-fitted score; the one-standard-error rule for ensembles built after the best node).
-        None when no valid node exists."""
+        Once the final ensemble exists it is the only ensemble considered. None when no valid
+        node exists."""
         from mcgs.ensemble import choose_final, fold_standard_error
         from mcgs.evaluation import read_predictions
 
