@@ -60,8 +60,10 @@ def create_search(
             ``write(request) -> CoderAnswer`` (:class:`mcgs.coders.Coder`).
         policy: ``"mcgs"`` (graph search), ``"tree"`` (UCT over a tree) or ``"greedy"`` (AIDE's).
         callbacks: Called as ``callback(search, node)`` after every finished node, with a frozen
-            snapshot of the node.
-        settings: A full :class:`~mcgs.settings.SearchSettings`; ``options`` override its fields.
+            snapshot of the node. An exception in a callback stops the run (every finished node
+            is kept; running it again resumes) and reaches the caller of ``run``.
+        settings: A full :class:`~mcgs.settings.SearchSettings` (or a dict of its fields);
+            ``options`` override its fields.
         baseline: A starter program run as the first node (MLAgentBench mode).
         **options: Any :class:`~mcgs.settings.SearchSettings` field, e.g. ``time_budget_s=600``,
             ``seed=1``, ``workers=2``, ``max_nodes=20``.
@@ -91,6 +93,10 @@ def create_search(
         coder_obj = coder
         options.setdefault("coder", "recipe")  # what a resumed run falls back to without this object
     options["policy"] = policy
+    if isinstance(settings, dict):  # the fields of SearchSettings, as a mapping
+        settings = SearchSettings(**settings)
+    if settings is not None and not isinstance(settings, SearchSettings):
+        raise ValueError(f"settings must be a mcgs.SearchSettings or a dict of its fields, got {type(settings).__name__}")
     base = settings.model_dump() if settings is not None else {}
     unknown = set(options) - set(SearchSettings.model_fields)
     if unknown:
@@ -120,9 +126,15 @@ def load_search(
         name: The run's name (its run directory's name); default the only run in the storage.
         run_dir: The run's artifacts folder; default the folder of a SQLite storage file.
         coder: The coder object for a resumed run whose coder was not a built-in one.
+        callbacks: As for :func:`create_search`.
+
+    Returns:
+        The :class:`~mcgs.search.Search`; :meth:`~mcgs.search.Search.run` resumes it.
 
     Raises:
-        RunError: no such run, several runs and no ``name``, or the task data changed.
+        RunError: no such run, several runs and no ``name``, the task data changed, or the
+            run's metric is a custom one not registered in this process
+            (:func:`mcgs.register_metric`).
     """
     from mcgs.search import RunError, open_search
 

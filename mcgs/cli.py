@@ -59,8 +59,9 @@ def _stopped_batch(report: Path, kept: str) -> None:
 
 
 @contextlib.contextmanager
-def _user_errors():
-    """Turn input errors into one clear message and exit code 2."""
+def _user_errors(out_option: str = "--out"):
+    """Turn input errors into one clear message and exit code 2; ``out_option`` is the option
+    named when a file cannot be written."""
     from mcgs.metrics import UnknownMetricError
     from mcgs.search import RunError
     from mcgs.storage import StorageError
@@ -79,16 +80,18 @@ def _user_errors():
             path = settings_file()
         except ValueError:
             path = None
+        loc = exc.errors()[0].get("loc") if exc.errors() else None
+        env = f"MCGS_{str(loc[0]).upper()}" if loc else "MCGS_<NAME>"
         _fail(
             f"invalid {exc.title} value:\n" + describe_validation_error(exc)
-            + "\n  (set by a command-line option or an MCGS_<NAME> environment variable, e.g. MCGS_NUM_DRAFTS=5"
+            + f"\n  (set by a command-line option or the environment variable {env}"
             + (f", or in the settings file {path}" if path else "") + ")"
         )
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))
     except OSError as exc:  # a folder that cannot be created or written
         where = f" {exc.filename}" if exc.filename else ""
-        _fail(f"cannot write{where}: {exc.strerror or exc}; choose a folder you can write to (--out)")
+        _fail(f"cannot write{where}: {exc.strerror or exc}; choose a path you can write to ({out_option})")
 
 
 def _duration(option: str, text: str) -> float:
@@ -200,10 +203,13 @@ def _drive(search) -> None:
             raise typer.Exit(130)
         finally:
             stop.set()
-    _summary(search)
+    if _summary(search) is None:  # scripts see a failed run: nothing to hand in
+        console.print(f"[bold red]error:[/] no candidate produced a valid submission; `mcgs report {escape(str(search.run_dir))} -o report.html` shows each node's error", soft_wrap=True)
+        raise typer.Exit(1)
 
 
-def _summary(search) -> None:
+def _summary(search):
+    """Print the run's summary table and spend; returns the chosen node (None without a valid node)."""
     nodes = [n for n in search.nodes() if n.state.is_finished()]
     best = search.final_node
     path = search.export_best(best) if best else None
@@ -245,6 +251,7 @@ def _summary(search) -> None:
 
     for part in spend_view(search):
         out.print(part)
+    return best
 
 
 @app.command()
@@ -501,7 +508,7 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a run: the search graph (click a node for its plan,
     program, diff and output), the best score over time and a table of nodes."""
-    with _user_errors():
+    with _user_errors(out_option="-o/--output"):
         from mcgs.report import write_report
         from mcgs.search import open_search
 
@@ -545,11 +552,9 @@ def set_live(
 ) -> None:
     """Change a setting of a live run (read by the run at its next step): min_free_disk_mb."""
     with _user_errors():
-        from mcgs.search import DB_NAME, LIVE_SETTINGS, OVERRIDES_NAME
+        from mcgs.search import LIVE_SETTINGS, OVERRIDES_NAME, open_search
         from mcgs.settings import SearchSettings
 
-        if not (run_dir / DB_NAME).is_file():
-            raise _UserError(f"{run_dir} holds no mcgs run")
         name, sep, value = assignment.partition("=")
         name = name.strip()
         if not sep or name not in LIVE_SETTINGS:
@@ -557,16 +562,22 @@ def set_live(
         from pydantic import ValidationError
 
         try:
-            SearchSettings(**{name: value})
+            parsed = getattr(SearchSettings(**{name: value}), name)
         except ValidationError as exc:
             raise _UserError(f"{name}={value!r}: {exc.errors()[0]['msg']}") from None
+        open_search(run_dir).storage.close()  # a run is there and its storage opens
         path = run_dir / OVERRIDES_NAME
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        data[name] = value
+        try:
+            data = json.loads(path.read_text()) if path.is_file() else {}
+        except ValueError as exc:
+            data = exc
+        if not isinstance(data, dict):
+            raise _UserError(f"{path} is not a JSON object of settings ({data}); delete it and run `mcgs set` again")
+        data[name] = parsed
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2))
         os.replace(tmp, path)
-    out.print(f"{name} = {value} for the run in {run_dir} (a running search reads it before its next candidate; a stopped one on resume)")
+    out.print(f"{name} = {parsed:g} for the run in {run_dir} (a running search reads it before its next candidate; a stopped one on resume)")
 
 
 @app.command()

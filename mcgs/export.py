@@ -419,6 +419,8 @@ def _check_destination(search, out_dir: Path) -> None:
     """Refuse an export folder whose replacement would destroy something: the run, the task, a
     folder holding either, or a non-empty folder that is not an earlier export."""
     dest = out_dir.resolve()
+    if dest.exists() and not dest.is_dir():
+        raise ExportError(f"--out {out_dir} is a file; give the path of a new folder")
     for what, folder in (("run folder", search.run_dir), ("task folder", getattr(search.task, "data_dir", None))):
         if folder is None:
             continue
@@ -429,42 +431,12 @@ def _check_destination(search, out_dir: Path) -> None:
         raise ExportError(f"--out {out_dir} exists and is not an earlier mcgs export (no export.json); choose a new or empty folder")
 
 
-def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
-    """Export a node of ``search`` to ``out_dir`` and check the task's constraints on it.
-
-    Without ``node_seq``: the run's chosen node (an ensemble is exported with its members);
-    if it breaks a constraint (inference time per row, model size, interpretability) or cannot
-    be exported (a program that saves no fitted model), the best single node that passes is
-    exported instead and the card lists the ones rejected with their measurements.
-
-    ``out_dir`` is created, or replaced when it holds an earlier export; any other existing
-    non-empty folder, and the run or task folder (or a folder containing them), is refused.
-
-    Raises:
-        ExportError: no valid node, the node is not valid or has no saved model, every
-            candidate breaks a constraint, or ``out_dir`` is refused.
-    """
+def _export_first_passing(search, candidates: list, staging: Path, out_dir: Path, node_seq: int | None,
+                          rejected: list[dict[str, Any]], note: str) -> ExportResult | None:
+    """Write each candidate to ``staging`` in turn and move the first that passes the
+    constraints to ``out_dir``; the ones that fail are appended to ``rejected``."""
     from mcgs.node import Operator
 
-    out_dir = Path(out_dir)
-    _check_destination(search, out_dir)
-    nodes = {n.seq: n for n in search.nodes()}
-    note = ""
-    if node_seq is not None:
-        if node_seq not in nodes or nodes[node_seq].parent_id is None:
-            raise ExportError(f"the run has no node {node_seq}; `mcgs status` shows the best nodes and `mcgs report` all of them")
-        if not nodes[node_seq].is_valid:
-            raise ExportError(f"node {node_seq} is {nodes[node_seq].state.value}, not valid: only nodes that ran and were scored can be exported")
-        candidates = [nodes[node_seq]]
-    else:
-        final = search.final_node
-        if final is None:
-            raise ExportError("the run has no valid node to export")
-        singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
-                         key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq))
-        candidates = [final] + [n for n in singles if n.id != final.id]  # the chosen node, then the best single nodes
-    rejected: list[dict[str, Any]] = []
-    staging = out_dir.with_name(out_dir.name + ".staging")
     for node in candidates:
         try:
             if node.operator is Operator.ENSEMBLE:
@@ -486,7 +458,52 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
             shutil.rmtree(out_dir)
         os.replace(staging, out_dir)
         return ExportResult(out_dir, node.seq, meas, rejected)
-    shutil.rmtree(staging, ignore_errors=True)
+    return None
+
+
+def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
+    """Export a node of ``search`` to ``out_dir`` and check the task's constraints on it.
+
+    Without ``node_seq``: the run's chosen node (an ensemble is exported with its members);
+    if it breaks a constraint (inference time per row, model size, interpretability) or cannot
+    be exported (a program that saves no fitted model), the best single node that passes is
+    exported instead and the card lists the ones rejected with their measurements.
+
+    ``out_dir`` is created, or replaced when it holds an earlier export; any other existing
+    non-empty folder, and the run or task folder (or a folder containing them), is refused.
+
+    Raises:
+        ExportError: no valid node, the node is not valid or has no saved model, every
+            candidate breaks a constraint, or ``out_dir`` is refused.
+    """
+    from mcgs.node import Operator
+
+    # absolute: the exported programs are run with the export folder as working directory
+    out_dir = Path(out_dir).absolute()
+    _check_destination(search, out_dir)
+    nodes = {n.seq: n for n in search.nodes()}
+    note = ""
+    if node_seq is not None:
+        if node_seq not in nodes or nodes[node_seq].parent_id is None:
+            raise ExportError(f"the run has no node {node_seq}; `mcgs status` shows the best nodes and `mcgs report` all of them")
+        if not nodes[node_seq].is_valid:
+            raise ExportError(f"node {node_seq} is {nodes[node_seq].state.value}, not valid: only nodes that ran and were scored can be exported")
+        candidates = [nodes[node_seq]]
+    else:
+        final = search.final_node
+        if final is None:
+            raise ExportError("the run has no valid node to export")
+        singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
+                         key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq))
+        candidates = [final] + [n for n in singles if n.id != final.id]  # the chosen node, then the best single nodes
+    rejected: list[dict[str, Any]] = []
+    staging = out_dir.with_name(out_dir.name + ".staging")
+    try:
+        result = _export_first_passing(search, candidates, staging, out_dir, node_seq, rejected, note)
+    finally:  # a failed or interrupted export leaves no half-written folder behind
+        shutil.rmtree(staging, ignore_errors=True)
+    if result is not None:
+        return result
     raise ExportError(
         "no node passes the task's constraints: "
         + "; ".join(f"node {r['node']}: {', '.join(r['failed'])}" for r in rejected)

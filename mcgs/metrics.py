@@ -211,10 +211,15 @@ def register_metric(
         kind: ``classification`` or ``regression``.
         replace: Allow redefining a metric registered earlier by a user.
 
+    Returns:
+        The registered :class:`Metric`.
+
     Raises:
-        ValueError: a bad name or kind, a clash with a built-in, or a second registration
-            without ``replace``.
+        ValueError: a bad name or kind, ``fn`` not callable, a clash with a built-in, or a
+            second registration without ``replace``.
     """
+    if not callable(fn):
+        raise ValueError(f"metric {name!r}: fn must be a function fn(y_true, y_pred, **kwargs) -> float, got {type(fn).__name__}")
     key = name.strip().lower()
     if not key or key != name or not key.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"metric name {name!r}: use lower-case letters, digits, '_' or '-'")
@@ -236,6 +241,9 @@ def metric_names() -> list[str]:
 
 def get_metric(name: str) -> Metric:
     """Look a metric up by canonical name or alias (case-insensitive).
+
+    Returns:
+        The :class:`Metric` (built in, or registered in this process by :func:`register_metric`).
 
     Raises:
         UnknownMetricError: naming the unknown metric and listing the known ones.

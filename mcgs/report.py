@@ -164,8 +164,13 @@ def write_report(search, path: str | Path) -> Path:
     import os
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "it is a folder; give a file name such as report.html", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_report(search), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(render_report(search), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path

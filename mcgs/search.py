@@ -4,7 +4,7 @@
 workspaces + ``best/``). It holds no algorithm of its own: selection and reward live in
 :mod:`mcgs.policy`, requests in :mod:`mcgs.operators`, programs in the coder, execution in
 :mod:`mcgs.sandbox`, scoring in :mod:`mcgs.evaluation`. Everything is written to storage as it
-happens, so a run stopped for any reason resumes with :func:`open_search`.
+happens, so a run stopped for any reason resumes with :func:`mcgs.load_search` (:func:`open_search` here).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mcgs.coders import Coder, CoderStop
+from mcgs.coders import Coder, CoderAnswer, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, valid_nodes
@@ -68,7 +68,11 @@ def _open_storage(url: str) -> Storage:
     except StorageError:
         raise
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server
-        raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        damaged = (" (a damaged or foreign file: restore it from a copy, or start a new run with another --out)"
+                   if url.startswith("sqlite") and "DatabaseError" in f"{type(exc).__name__} {exc}" else "")
+        if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):  # not a URL SQLAlchemy knows
+            damaged = "; give a SQLAlchemy URL such as sqlite:///RUN_DIR/mcgs.db or postgresql+psycopg://USER@HOST/DB"
+        raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{damaged}") from exc
 LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
 DISK_POLL_S = 2.0
 # Below this many seconds of remaining budget no new candidate is started.
@@ -142,7 +146,7 @@ class _Clock:
 class Search:
     """One search run over a task, persisted in ``run_dir``.
 
-    Use :func:`create_search` or :func:`open_search` rather than the constructor.
+    Use :func:`mcgs.create_search` or :func:`mcgs.load_search` rather than the constructor.
 
     Args:
         run_dir: The run directory.
@@ -151,7 +155,10 @@ class Search:
         task: The task.
         settings: Search settings (budgets and constants).
         coder: Who writes the programs.
-        callbacks: Called as ``callback(search, node)`` after each node finishes.
+        callbacks: Called as ``callback(search, node)`` after each node finishes (a single
+            function is taken as a list of one). An exception a callback raises stops the run
+            like Ctrl-C would (status ``stopped``, every finished node kept; ``run`` again
+            resumes it) and propagates to the caller of :meth:`run`.
     """
 
     def __init__(
@@ -170,7 +177,7 @@ class Search:
         self.task = task
         self.settings = settings
         self.coder = coder
-        self.callbacks = list(callbacks)
+        self.callbacks = [callbacks] if callable(callbacks) else list(callbacks)
         self.input_dir = prepare_run_input(task, run_dir)
         self.profile = self._load_profile()
         self.labels = TaskLabels.load(task, self.input_dir / "folds.csv")
@@ -294,7 +301,7 @@ class Search:
 
         Raises:
             KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
-                run as ``stopped`` (resume with :func:`open_search`).
+                run as ``stopped`` (resume with :func:`mcgs.load_search`).
             ValueError: a budget or worker count that is not positive.
         """
         from mcgs.sandbox import kill_candidates
@@ -318,6 +325,9 @@ class Search:
         self._requeue_lost()
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
+        if self.clock.remaining < MIN_CANDIDATE_S:
+            self.say(f"the time budget of {self.clock.budget_s:.0f} s is spent ({self.clock.elapsed_before:.0f} s used): no new candidate; "
+                     f"give a larger total budget to search on (mcgs resume RUN_DIR --time-budget, or run(time_budget=...))")
         try:
             with self._heartbeat():
                 self._search_loop()
@@ -567,6 +577,9 @@ class Search:
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
         request = build_request(ctx, exp)
         answer = self._next_plan() if exp.operator is Operator.DRAFT and self._plan_queue else self.coder.write(request)
+        if not isinstance(answer, CoderAnswer):  # a user's coder object
+            raise TypeError(f"{type(self.coder).__name__}.write returned a {type(answer).__name__}; it must return "
+                            f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
         review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
         if not review.rejected and hasattr(self.coder, "review_program"):  # the LLM path adds a model review
             verdict = self.coder.review_program(review.code, request)
@@ -867,7 +880,8 @@ class Search:
         """The node whose submission the run hands in: the best single node or an ensemble
         node, chosen by :func:`mcgs.ensemble.choose_final` (ensembles judged by their
         cross-fitted score; the one-standard-error rule for ensembles built after the best node).
-        None when no valid node exists."""
+        Once the final ensemble exists it is the only ensemble considered. None when no valid
+        node exists."""
         from mcgs.ensemble import choose_final, fold_standard_error
         from mcgs.evaluation import read_predictions
 
@@ -1002,7 +1016,7 @@ def create_search(
 
     Raises:
         TaskError: the task folder is invalid.
-        RunError: ``run_dir`` already holds a run (use :func:`open_search` to resume it), or
+        RunError: ``run_dir`` already holds a run (use :func:`mcgs.load_search` to resume it), or
             the baseline file does not exist.
     """
     spec = task if isinstance(task, TaskSpec) else load_task(task)
@@ -1021,7 +1035,12 @@ def create_search(
         settings = settings.model_copy(update={"ensemble": False})
     run_dir = Path(run_dir)
     if (run_dir / DB_NAME).exists() or (run_dir / STORAGE_NAME).exists():
-        raise RunError(f"{run_dir} already holds a run; resume it with `mcgs resume {run_dir}` or choose another --out")
+        raise RunError(f"{run_dir} already holds a run; resume it (`mcgs resume {run_dir}`, mcgs.load_search) or choose another run folder")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"run folder {run_dir} is a file; give the path of a new folder")
+    data = spec.data_dir.resolve()
+    if run_dir.resolve().is_relative_to(data):  # (a task the run owns may lie inside it: mcgs run --prompt)
+        raise RunError(f"run folder {run_dir} is or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")
     if baseline is not None and not Path(baseline).is_file():
         raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
     if baseline is not None and "members/" in Path(baseline).read_text(errors="replace") and (Path(baseline).parent / "members").is_dir():
@@ -1029,27 +1048,39 @@ def create_search(
             f"{baseline} is an ensemble node's program: it blends other nodes' saved predictions (members/) and cannot run "
             f"on its own; give a single node's program, e.g. RUN_DIR/nodes/<node>/solution.py"
         )
+    created = not run_dir.exists()
+    before = set() if created else set(run_dir.iterdir())
     run_dir.mkdir(parents=True, exist_ok=True)
-    if baseline is not None:
-        shutil.copyfile(baseline, run_dir / BASELINE_NAME)
-    url = storage or default_storage_url(run_dir)
-    store = _open_storage(url)
-    name = run_dir.resolve().name
-    if any(r.name == name for r in store.list_runs()):
-        store.close()
-        raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
-    if url != default_storage_url(run_dir):
-        (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
-    run = store.create_run(
-        name=name,
-        task_json=spec.to_json(),
-        settings=settings.model_dump(mode="json"),
-        seed=settings.seed,
-        data_fingerprint=data_fingerprint(spec),
-        package_versions=_package_versions(),
-        isolation=settings.isolation,
-    )
-    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
+    try:
+        if baseline is not None:
+            shutil.copyfile(baseline, run_dir / BASELINE_NAME)
+        url = storage or default_storage_url(run_dir)
+        store = _open_storage(url)
+        name = run_dir.resolve().name
+        if any(r.name == name for r in store.list_runs()):
+            store.close()
+            raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
+        if url != default_storage_url(run_dir):
+            (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
+        run = store.create_run(
+            name=name,
+            task_json=spec.to_json(),
+            settings=settings.model_dump(mode="json"),
+            seed=settings.seed,
+            data_fingerprint=data_fingerprint(spec),
+            package_versions=_package_versions(),
+            isolation=settings.isolation,
+        )
+        return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
+    except BaseException:  # a storage that does not open, bad callbacks: the folder is left as it was
+        if "store" in locals():
+            store.close()
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        else:
+            for p in set(run_dir.iterdir()) - before:
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        raise
 
 
 def open_search(
@@ -1113,8 +1144,22 @@ def open_search(
         raise RunError(f"cannot read the task data of this run: {exc}") from exc
     if fp != run.data_fingerprint:
         raise RunError(f"the task data in {spec.data_dir} changed since the run started (fingerprint differs); start a new run")
+    from mcgs.metrics import UnknownMetricError, get_metric
+
+    try:  # before any candidate runs: a custom metric is registered per process
+        get_metric(spec.metric)
+    except UnknownMetricError:
+        store.close()
+        raise RunError(
+            f"the run's metric {spec.metric!r} is not registered in this process; call "
+            f"mcgs.register_metric({spec.metric!r}, ...) as when the run was created, then load it again"
+        ) from None
     stored = dict(run.settings)
     if time_budget_s is not None:
         stored["time_budget_s"] = time_budget_s
-    settings = SearchSettings(**stored)
+    try:
+        settings = SearchSettings(**stored)
+    except Exception:
+        store.close()
+        raise
     return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)

@@ -314,7 +314,7 @@ class SearchSettings(BaseSettings):
     recipe_models: list[str] | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
     isolation: Literal["auto", "namespaces", "process-session"] = "auto"
-    min_free_disk_mb: float = Field(1024.0, ge=0)
+    min_free_disk_mb: float = Field(1024.0, ge=0, allow_inf_nan=False)
     lease_s: float = Field(60.0, ge=3)
     max_attempts: int = Field(2, ge=1)
 

@@ -244,6 +244,14 @@ def _read_table(path: Path, what: str):
                 raise TaskError(f"{what} file {path} is separated by {name}, not commas (its header is {header[:80]!r}); save it comma-separated")
     if len(df) == 0 and what != "sample submission":
         raise TaskError(f"{what} file {path} has a header but no rows")
+    if path.suffix.lower() == ".csv":  # pandas renames a repeated name (x, x.1): say so instead
+        import csv
+
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            raise TaskError(f"{what} file {path} repeats column name(s) {repeated} in its header; give each column a unique name")
     return df
 
 
@@ -280,7 +288,7 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
                 f"(columns: {sub_cols}); fix id_column or set no_id_column: true"
             )
         if id_column not in test.columns:
-            raise TaskError(f"{where}: id_column {id_column!r} is not a column of the test file")
+            raise TaskError(f"{where}: id_column {id_column!r} is not a column of the test file (columns: {list(test.columns)}); add it to the test file or fix id_column")
     else:
         id_column = inferred_id
     rest = [c for c in sub_cols if c != id_column]
@@ -363,7 +371,7 @@ def _infer_kind(train, target_columns, metric_kind, where: str) -> tuple[str, li
         return "regression", None
     labels = sorted(y.unique().tolist(), key=lambda v: (str(type(v)), v))
     if len(labels) < 2:
-        raise TaskError(f"{where}: target {target_columns[0]!r} has a single class {labels}; nothing to learn")
+        raise TaskError(f"{where}: target {target_columns[0]!r} has a single class {labels}; nothing to learn: the training file needs rows of at least two classes")
     labels = [_json_value(v) for v in labels]
     return ("binary" if len(labels) == 2 else "multiclass"), labels
 
@@ -427,16 +435,24 @@ def _build_spec(
     val = cfg.validation
     if val.kind is None:
         val = val.model_copy(update={"kind": "kfold" if metric.kind == "regression" or kind == "multilabel" else "stratified_kfold"})
-    if val.kind == "group_kfold" and (not val.group_column or val.group_column not in train.columns):
-        raise TaskError(f"{where}: validation.kind group_kfold needs validation.group_column naming a training column")
-    if val.kind == "time_split" and (not val.time_column or val.time_column not in train.columns):
-        raise TaskError(f"{where}: validation.kind time_split needs validation.time_column naming a training column")
+    for split, key in (("group_kfold", "group_column"), ("time_split", "time_column")):
+        column = getattr(val, key)
+        if val.kind == split and (not column or column not in train.columns):
+            got = f" ({column!r} is not one)" if column else ""
+            raise TaskError(f"{where}: validation.kind {split} needs validation.{key} naming a training column{got}; columns: {list(train.columns)}")
     if kind in ("binary", "multiclass") and val.kind == "stratified_kfold":
-        smallest = int(train[target[0]].value_counts().min())
+        counts = train[target[0]].value_counts()
+        smallest = int(counts.min())
+        if smallest < 2:
+            lone = [str(c) for c in counts[counts < 2].index[:5]]
+            raise TaskError(
+                f"{where}: {int((counts < 2).sum())} class(es) of {target[0]!r} have a single training row (e.g. {lone}); "
+                f"cross-validation needs at least 2 rows per class: merge rare classes or drop their rows"
+            )
         if smallest < val.n_splits:
             raise TaskError(
                 f"{where}: the rarest class of {target[0]!r} has {smallest} rows, fewer than "
-                f"validation.n_splits={val.n_splits}; lower n_splits"
+                f"validation.n_splits={val.n_splits}; set validation: {{n_splits: {smallest}}} in task.yaml"
             )
     return TaskSpec(
         name=name,
@@ -508,8 +524,10 @@ def load_task(path: str | Path) -> TaskSpec:
             message says which and how to fix it.
     """
     root = Path(path)
+    if root.is_file():
+        raise TaskError(f"{root} is a file; give the task folder that holds it ({root.parent})")
     if not root.is_dir():
-        raise TaskError(f"task folder {root} does not exist")
+        raise TaskError(f"task folder {root} does not exist; give the folder that holds task.yaml and the tables")
     if (root / "task.yaml").is_file():
         cfg = _parse_task_yaml(_load_yaml(root / "task.yaml"), root / "task.yaml")
         desc = cfg.description or ""

@@ -122,6 +122,10 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self) -> None:
         self.problems: list[str] = []
         self.strings: set[str] = set()
+        # strings that may name a column: all but the step names of scikit-learn pipelines and
+        # column transformers, ("cat", OneHotEncoder(), cols), which name no column
+        self.column_strings: set[str] = set()
+        self._step_names: set[int] = set()
 
     def _flag(self, node: ast.AST, message: str) -> None:
         line = getattr(node, "lineno", None)
@@ -148,9 +152,17 @@ class _Visitor(ast.NodeVisitor):
                         self._flag(node, f"imports os.{alias.name}: candidates may not start processes")
         self.generic_visit(node)
 
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        first = node.elts[0] if node.elts else None
+        if len(node.elts) >= 2 and isinstance(first, ast.Constant) and isinstance(first.value, str) and isinstance(node.elts[1], ast.Call):
+            self._step_names.add(id(first))
+        self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             self.strings.add(node.value)
+            if id(node) not in self._step_names:
+                self.column_strings.add(node.value)
             problem = _path_problem(node.value)
             if problem:
                 self._flag(node, problem)
@@ -179,7 +191,9 @@ def review_program(code: str, train_only_columns: Sequence[str] = ()) -> Review:
     Args:
         code: Source of ``solution.py``.
         train_only_columns: Training columns the test table lacks (the profile's
-            ``train_only_columns``): a program naming one in a string constant is rejected,
+            ``train_only_columns``): a program naming one in a string constant is rejected
+            (the step name of a pipeline or column transformer, ``("cat", OneHotEncoder(), cols)``,
+            is not a column),
             since those columns are unknown at prediction time and leak the outcome (pizza's
             retrieval-time fields).
 
@@ -198,7 +212,7 @@ def review_program(code: str, train_only_columns: Sequence[str] = ()) -> Review:
     v = _Visitor()
     v.visit(tree)
     problems = list(dict.fromkeys(v.problems))
-    leaked = sorted(set(train_only_columns) & set(v.strings))
+    leaked = sorted(set(train_only_columns) & v.column_strings)
     if leaked:
         problems.append(
             f"reads training-only column(s) {', '.join(map(repr, leaked[:5]))}: the test table lacks them, so they "

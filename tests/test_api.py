@@ -64,6 +64,13 @@ def test_create_run_read_and_load_round_trip(tmp_path):
     assert by_url.settings.max_nodes == 2 and by_url.settings.time_budget_s == 180
     by_url.run(max_nodes=3)
     assert len(by_url.nodes_dataframe()) == 3
+    # a total budget below the time already spent: said, not silently nothing
+    said: list[str] = []
+    by_dir = mcgs.load_search(tmp_path / "runs" / "a", coder=FAST)
+    by_dir.say = said.append
+    by_dir.run(time_budget=1, max_nodes=10)
+    assert any("the time budget of 1 s is spent" in m and "larger total budget" in m for m in said), said
+    assert len(by_dir.nodes_dataframe()) == 3
 
 
 def test_bad_arguments_are_clear_errors(tmp_path):
@@ -78,6 +85,31 @@ def test_bad_arguments_are_clear_errors(tmp_path):
         mcgs.load_search(tmp_path / "nowhere")
     with pytest.raises(mcgs.RunError, match="give run_dir"):
         mcgs.load_search("postgresql+psycopg://nobody@/nothing")
+    with pytest.raises(mcgs.TaskError, match=r"task.yaml is a file; give the task folder that holds it"):
+        mcgs.load_task(task / "task.yaml")
+    with pytest.raises(mcgs.RunError, match="lies inside the task folder"):
+        mcgs.create_search(task=task, run_dir=task / "run")
+    assert not (task / "run").exists() and not (task / "mcgs.db").exists()
+    with pytest.raises(ValueError, match="fn must be a function"):
+        mcgs.register_metric("not_a_function", 42, higher_is_better=True)
+    # a failed creation leaves the folder as it was: trying again with good arguments works
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    with pytest.raises(TypeError):  # fails in the constructor, after the run record was written
+        mcgs.create_search(task=task, run_dir=tmp_path / "mine", coder=FAST, callbacks=5)
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+    again = mcgs.create_search(task=task, run_dir=tmp_path / "mine", coder=FAST, settings={"seed": 4}, callbacks=lambda s, n: None)
+    assert again.settings.seed == 4 and len(again.callbacks) == 1 and (tmp_path / "mine" / "notes.txt").read_text() == "kept"
+
+
+    class WritesText:  # a user's coder that returns the program text instead of a CoderAnswer
+        def write(self, request):
+            return "print('hello')"
+
+    wrong = mcgs.create_search(task=task, run_dir=tmp_path / "r4", coder=WritesText(), plan_candidates=0)
+    with pytest.raises(TypeError, match=r"WritesText.write returned a str; it must return mcgs.CoderAnswer"):
+        wrong.run(time_budget="1m", max_nodes=1)
+    assert mcgs.load_search(tmp_path / "r4").run_record.status == "stopped"
 
 
 @pytest.fixture
@@ -110,6 +142,13 @@ def test_a_registered_metric_scores_the_oof_predictions(tmp_path, metric_registr
     train = pd.read_csv(task / "train.csv")
     y = (train[search.task.target_columns[0]].astype(str) == str(search.task.positive_class)).astype(float).to_numpy()[oof["row"]]
     assert node.score == pytest.approx(-np.mean((y - oof[search.task.target_columns[0]].to_numpy()) ** 2))
+    # another process that did not register the metric is told so when it loads the run, before
+    # a candidate is spent on it
+    from mcgs import metrics
+
+    del metrics._REGISTRY["neg_brier_test"]
+    with pytest.raises(mcgs.RunError, match=r"metric 'neg_brier_test' is not registered in this process; call mcgs.register_metric"):
+        mcgs.load_search(search.run_dir)
 
 
 def _python_blocks(md: Path) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -83,7 +84,8 @@ def test_regression_with_a_log_metric_and_two_targets_and_labels_as_the_submissi
 def test_bench_grades_every_competitor_reports_overruns_kills_a_late_one_and_resumes(shared_data, tmp_path, monkeypatch):
     import mcgs.mlebench.bench as bench
 
-    out, data = tmp_path / "bench", tmp_path / "data"
+    monkeypatch.chdir(tmp_path)  # relative --data and --out, as in the README's command
+    out, data = Path("bench"), Path("data")
     budget_s = 20
     # a short mcgs search: two fast model families, no screening, one candidate may take the budget
     monkeypatch.setenv("MCGS_RECIPE_MODELS", '["model.lightgbm", "model.logistic_regression"]')
@@ -116,6 +118,7 @@ def test_bench_grades_every_competitor_reports_overruns_kills_a_late_one_and_res
     again = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output
     assert started == [] and json.loads((out / "bench.json").read_text())["table"]["spaceship-titanic"]["mcgs"]["score"] == rows["mcgs"]["score"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench", "data"]  # every process wrote in its own folder
 
 
 def test_bench_names_a_competitor_it_does_not_know(tmp_path):

@@ -105,3 +105,46 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
     assert (run / "best" / "submission.csv").is_file()
     assert live_candidates(under=tmp_path) == []
+
+
+def test_a_run_without_a_valid_submission_exits_nonzero(tmp_path):
+    """Scripts must see that nothing can be handed in: a starter program that fails, one node."""
+    task = build_demo_task(tmp_path / "task")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise SystemExit('this starter program fails')\n")
+    code, output = invoke("run", task, "--out", tmp_path / "run", "--baseline", broken, "--max-nodes", "1", "--time-budget", "2m", "--plans", "0")
+    assert code == 1, output
+    assert "no candidate produced a valid submission" in output and "report" in output and "Traceback" not in output
+
+
+def test_set_report_and_storage_errors_name_the_file_and_leave_nothing_behind(tmp_path):
+    from mcgs.search import create_search
+
+    task = build_demo_task(tmp_path / "task")
+    create_search(task, tmp_path / "run").storage.close()
+    code, output = invoke("set", tmp_path / "run", "min_free_disk_mb=inf")
+    assert code == 2 and "min_free_disk_mb='inf'" in output
+    (tmp_path / "run" / "overrides.json").write_text("[1, 2]")
+    code, output = invoke("set", tmp_path / "run", "min_free_disk_mb=500")
+    assert code == 2 and "overrides.json is not a JSON object" in output and "delete it" in output and "Traceback" not in output
+    (tmp_path / "run" / "overrides.json").unlink()
+    code, output = invoke("set", tmp_path / "run", "min_free_disk_mb=500")
+    assert code == 0 and json.loads((tmp_path / "run" / "overrides.json").read_text()) == {"min_free_disk_mb": 500.0}
+    # a report aimed at a folder: refused by name, no temporary file left
+    (tmp_path / "adir").mkdir()
+    code, output = invoke("report", tmp_path / "run", "-o", tmp_path / "adir")
+    assert code == 2 and "it is a folder" in output and "-o/--output" in output
+    assert list(tmp_path.glob("adir*")) == [tmp_path / "adir"] and not any((tmp_path / "adir").iterdir())
+    # a damaged storage file: named, with what to do
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "mcgs.db").write_bytes(os.urandom(4096))
+    for cmd in (("set", damaged, "min_free_disk_mb=500"), ("status", damaged)):
+        code, output = invoke(*cmd)
+        assert code == 2 and "mcgs.db" in output and "start a new run with another --out" in output, output
+    assert not (damaged / "overrides.json").exists()
+    # a storage URL that does not open leaves no empty run folder
+    code, output = invoke("run", task, "--out", tmp_path / "new", "--storage", "nosuch://x")
+    assert code == 2 and "cannot open the storage" in output and "such as sqlite:///" in output and not (tmp_path / "new").exists()
+    code, output = invoke("run", task, "--out", tmp_path / "new", "--max-nodes", "0")
+    assert code == 2 and "MCGS_MAX_NODES" in output and "MCGS_NUM_DRAFTS" not in output

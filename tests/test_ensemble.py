@@ -3,12 +3,14 @@ node runs inside a search like any node."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.ensemble import blend_predictions, choose_final, greedy_selection, nested_ensemble_score, select_ensemble, selection_criterion
+from mcgs.ensemble import FINAL_ENSEMBLE_TAG, blend_predictions, choose_final, greedy_selection, nested_ensemble_score, select_ensemble, selection_criterion
 from mcgs.evaluation import score_predictions
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.search import create_search
@@ -202,6 +204,7 @@ def test_stacking_node_runs_in_a_search_and_is_reviewed(demo_task, tmp_path):
     ens = [n for n in search.nodes() if n.operator is Operator.ENSEMBLE]
     assert len(ens) == 1 and ens[0].state is NodeState.VALID, ens[0].error if ens else None
     assert ens[0].config["method"] == "stacking" and "Stacking" in ens[0].plan
+    assert ens[0].plan.startswith(FINAL_ENSEMBLE_TAG)  # what choose_final recognises it by
     assert ens[0].review["verdict"] == "passed"
     singles = [n.score for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE]
     assert ens[0].score > min(singles) - 0.01  # an honest second level is not far below its members
@@ -236,3 +239,17 @@ def test_the_final_choice_gives_the_one_standard_error_slack_only_to_ensembles_b
     a, b = _node(6, 0.905, Operator.ENSEMBLE), _node(9, 0.905, Operator.ENSEMBLE)
     assert choose_final(auc_best, [a, b], higher_is_better=True, standard_error=se) is b
     assert choose_final(auc_best, [_node(3, 0.899, Operator.ENSEMBLE)], higher_is_better=True, standard_error=se) is auc_best
+
+
+def test_once_the_final_ensemble_exists_in_search_ensembles_no_longer_compete():
+    """Leaf-classification, campaign seed 0: an in-search ensemble with the best cross-fitted
+    score (node 40) was handed in (private log loss 0.048) over the final ensemble (0.014)."""
+    best = _node(30, 0.0300)
+    lucky = dataclasses.replace(_node(40, 0.0240, Operator.ENSEMBLE, nested=0.0255), plan="[ensemble during the search] greedy ...")
+    final = dataclasses.replace(_node(58, 0.0250, Operator.ENSEMBLE, nested=0.0270), plan="[final ensemble] greedy ...")
+    se = lambda: 0.002  # noqa: E731
+    assert choose_final(best, [lucky], higher_is_better=False, standard_error=se) is lucky  # before the end: as before
+    assert choose_final(best, [lucky, final], higher_is_better=False, standard_error=se) is final
+    # the final ensemble still has to pass the same test against the best single node
+    poor = dataclasses.replace(final, config={"nested_score": 0.0400})
+    assert choose_final(best, [lucky, poor], higher_is_better=False, standard_error=se) is best

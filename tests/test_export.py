@@ -55,10 +55,12 @@ def _fresh_venv(path):
 
 
 @pytest.mark.slow
-def test_the_export_predicts_without_mcgs_and_reproduces_the_run(finished, tmp_path):
-    res = CliRunner().invoke(app, ["export", str(finished.run_dir), "--out", str(tmp_path / "model")], env={"COLUMNS": "200"})
+def test_the_export_predicts_without_mcgs_and_reproduces_the_run(finished, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # `--out model`, relative, as in the README
+    res = CliRunner().invoke(app, ["export", str(finished.run_dir), "--out", "model"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     out = tmp_path / "model"
+    assert not (tmp_path / "model.staging").exists()
     chosen = finished.final_node
     assert json.loads((out / "export.json").read_text())["node"] == chosen.seq
     for name in ("solution.py", "predict.py", "train.py", "requirements.txt", "MODEL_CARD.md", "input/train.csv"):
@@ -251,5 +253,10 @@ def test_export_refuses_a_destination_it_would_destroy_and_names_a_node_it_canno
     assert (notes / "notes.txt").read_text() == "mine"
     with pytest.raises(ExportError, match="has no node 999"):
         export_node(finished, tmp_path / "m", node_seq=999)
+    a_file = tmp_path / "model.txt"
+    a_file.write_text("mine")
+    with pytest.raises(ExportError, match="is a file"):
+        export_node(finished, a_file)
+    assert a_file.read_text() == "mine" and not (tmp_path / "model.txt.staging").exists()
     res = CliRunner().invoke(app, ["export", str(finished.task.data_dir), "--out", str(tmp_path / "m")], env={"COLUMNS": "200"})
     assert res.exit_code != 0 and "looks like a task folder" in res.output and "Traceback" not in res.output

@@ -80,6 +80,20 @@ def test_code_review_rejects_a_program_that_reads_a_train_only_column():
     assert review_program(code).verdict == "passed"
 
 
+def test_a_pipeline_step_named_like_a_train_only_column_is_not_a_read_of_it():
+    # the recipe coder's column transformer names its one-hot step "cat"; a training-only column
+    # called "cat" must not get every such program rejected, while indexing by it still is
+    step = (
+        "from sklearn.compose import ColumnTransformer\nfrom sklearn.preprocessing import OneHotEncoder\n"
+        "ct = ColumnTransformer([('cat', OneHotEncoder(), ['colour'])])\n"
+        "open('working/oof.csv','w'); open('working/test_pred.csv','w'); open('submission/submission.csv','w')\n"
+    )
+    assert review_program(step, train_only_columns=["cat"]).verdict == "passed"
+    reads = step + "import pandas as pd\nX = pd.read_csv('input/train.csv')['cat']\n"
+    review = review_program(reads, train_only_columns=["cat"])
+    assert review.verdict == "rejected" and "'cat'" in review.reasons[0]
+
+
 @pytest.mark.realdata
 def test_pizza_train_only_fields_are_flagged_and_no_node_reads_them(shared_data, tmp_path):
     from mcgs.coders.recipe import RecipeCoder

@@ -315,7 +315,7 @@ def test_a_run_pauses_below_the_free_space_floor_and_continues_when_it_is_lowere
     t.join()
     assert said[0].startswith("paused:") and "min_free_disk_mb" in said[0] and "mcgs set" in said[0]
     assert any("the run continues" in m for m in said) and statuses == ["paused"]
-    assert json.loads((tmp_path / "run" / "overrides.json").read_text()) == {"min_free_disk_mb": "0"}
+    assert json.loads((tmp_path / "run" / "overrides.json").read_text()) == {"min_free_disk_mb": 0.0}
     assert search.clock.paused_s >= 2.0
     assert search.storage.get_run(search.run_record.name).elapsed_s <= wall - 2.0  # the pause is not charged
     assert [n.is_valid for n in search.nodes() if n.parent_id is not None] == [True]

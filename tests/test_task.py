@@ -70,6 +70,9 @@ def test_probability_metric_asks_for_probabilities(tmp_path):
         ({"metric": "accuracy", "target": "nope"}, "target column 'nope' is not in the training file"),
         ({"metric": "accuracy", "id_column": "x"}, "id_column 'x' is not a column of sample_submission.csv"),
         ({"metric": "accuracy", "validation": {"kind": "group_kfold"}}, "needs validation.group_column"),
+        ({"metric": "accuracy", "validation": {"kind": "group_kfold", "group_column": "team"}}, "('team' is not one); columns: ['pid', 'x', 'cat', 'label']"),
+        ({"metric": "accuracy", "validation": {"kind": "time_split", "time_column": "date"}}, "validation.time_column naming a training column ('date' is not one)"),
+        ({"metric": "accuracy", "validation": {"n_splits": 40}}, "fewer than validation.n_splits=40; set validation: {n_splits: 30}"),
         ({"metric": "accuracy", "unknown_key": 1}, "unknown_key: unknown setting"),
         ({"metric": "rmse"}, "regression metric but target 'label' is not numeric"),
     ],
@@ -79,6 +82,20 @@ def test_bad_task_folders_get_clear_errors(tmp_path, task, message):
     with pytest.raises(TaskError) as err:
         load_task(folder)
     assert message in str(err.value)
+
+
+def test_a_repeated_header_name_and_one_row_classes_are_named(tmp_path):
+    folder = write_task(tmp_path / "t", task={"metric": "accuracy"})
+    text = (folder / "train.csv").read_text().splitlines()
+    (folder / "train.csv").write_text("\n".join([text[0].replace(",x,", ",cat,")] + text[1:]) + "\n")  # pid,cat,cat,label
+    with pytest.raises(TaskError, match=r"train.csv repeats column name\(s\) \['cat'\]"):
+        load_task(folder)
+    folder = write_task(tmp_path / "u", task={"metric": "accuracy"}, labels=("no", "yes"))
+    train = pd.read_csv(folder / "train.csv")
+    train.loc[0, "label"] = "maybe"
+    train.to_csv(folder / "train.csv", index=False)
+    with pytest.raises(TaskError, match=r"1 class\(es\) of 'label' have a single training row \(e.g. \['maybe'\]\); .* merge rare classes"):
+        load_task(folder)
 
 
 def test_target_present_in_test_is_rejected(tmp_path):

@@ -1,4 +1,4 @@
-"""Task shapes beyond one clean CSV: JSON records with list cells and train-only fields, no id
+"""Task shapes beyond one clean CSV: JSON records with list cells, train-only and test-only fields, no id
 column, echoed submission columns, extra input folders."""
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def json_task(folder, n=200):
         )
     folder.mkdir(parents=True)
     train = records[:n]
-    test = [{k: v for k, v in r.items() if k not in ("votes_at_retrieval", "got_pizza")} for r in records[n:]]
+    # test-only: a field the training records lack (a batch number added when the test was cut)
+    test = [{**{k: v for k, v in r.items() if k not in ("votes_at_retrieval", "got_pizza")}, "test_batch": i % 3} for i, r in enumerate(records[n:])]
     (folder / "train.json").write_text(json.dumps(train))
     (folder / "test.json").write_text(json.dumps(test))
     pd.DataFrame({"request_id": [r["request_id"] for r in test], "got_pizza": 0}).to_csv(folder / "sample_submission.csv", index=False)
@@ -67,9 +68,10 @@ def test_json_records_with_train_only_fields(tmp_path):
     assert tj["files"]["train"] == {"path": "input/train.json", "format": "json"}
     ev, ws, out = run_lightgbm(spec, tmp_path)
     assert 0.5 < ev.score <= 1.0
-    # the train-only column never became a feature
+    # the train-only column never became a feature, and the test-only one did not break the program
     code = (ws / "solution.py").read_text()
-    assert "train[list(test.columns)]" in code
+    assert "votes_at_retrieval" not in code and "test_batch" not in code
+    assert "votes_at_retrieval" not in prof["columns"] and "test_batch" not in prof["columns"]
 
 
 def test_no_id_column_with_echoed_columns(tmp_path):

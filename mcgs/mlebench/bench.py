@@ -109,7 +109,9 @@ def _stop_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 def _command(spec: BenchSpec, comp: str, competitor: str, folder: Path) -> tuple[list[str], Path, float]:
     """The process to start for one pair, the submission it leaves, and the seconds of its
     budget already spent (an mcgs run that stopped part-way resumes)."""
-    task = spec.data_dir / comp
+    # absolute: each process runs in its own folder, where tools drop their scratch files
+    # (FLAML's CatBoost writes catboost_<time>/ into the working directory and a killed run keeps it)
+    task, folder = (spec.data_dir / comp).resolve(), folder.resolve()
     if competitor == "mcgs":
         run_dir = folder / "run"
         if (run_dir / "mcgs.db").is_file():
@@ -137,7 +139,7 @@ def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], 
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # the recipe coder only, never a paid call
     start = time.monotonic()
     with open(folder / "stdout.txt", "ab") as out, open(folder / "stderr.txt", "ab") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True, cwd=folder)
         try:
             returncode = proc.wait(timeout=limit)
             status = "finished" if returncode == 0 else f"failed (exit {returncode})"

@@ -634,8 +634,8 @@ def grade_submission(competition_id: str, submission: Path, data_dir: Path) -> G
     answers_path = comp_dir / config["dataset"]["answers"]
     if not answers_path.is_file():
         raise MLEBenchError(
-            f"answers file {answers_path} is missing; re-run prepare_competition("
-            f"{competition_id!r}, raw_dir, {Path(data_dir)})"
+            f"answers file {answers_path} is missing; prepare the competition again: "
+            f"`mcgs mlebench prepare {competition_id} --raw RAW_DIR --out {Path(data_dir)}`"
         )
     leaderboard = _load_leaderboard(comp_dir, competition_id)
     lower_is_better = _is_lower_better(config, leaderboard, competition_id)
@@ -700,13 +700,13 @@ def _load_config(comp_dir: Path, competition_id: str) -> dict[str, Any]:
     if not path.is_file():
         raise MLEBenchError(
             f"competition {competition_id!r} is not prepared in {comp_dir.parent}: {path} is "
-            f"missing; run prepare_competition({competition_id!r}, raw_dir, {comp_dir.parent})"
+            f"missing; prepare it: `mcgs mlebench prepare {competition_id} --raw RAW_DIR --out {comp_dir.parent}`"
         )
     config = yaml.safe_load(path.read_text()) or {}
     if config.get("id") != competition_id:
         raise MLEBenchError(
             f"{path} is for competition {config.get('id')!r}, not {competition_id!r}; "
-            f"re-run prepare_competition({competition_id!r}, ...)"
+            f"prepare it again: `mcgs mlebench prepare {competition_id} --raw RAW_DIR --out {comp_dir.parent}`"
         )
     return config
 
