@@ -244,14 +244,6 @@ def _read_table(path: Path, what: str):
                 raise TaskError(f"{what} file {path} is separated by {name}, not commas (its header is {header[:80]!r}); save it comma-separated")
     if len(df) == 0 and what != "sample submission":
         raise TaskError(f"{what} file {path} has a header but no rows")
-    if path.suffix.lower() == ".csv":  # pandas renames a repeated name (x, x.1): say so instead
-        import csv
-
-        with open(path, newline="", encoding="utf-8") as fh:
-            header = next(csv.reader(fh), [])
-        repeated = sorted({c for c in header if header.count(c) > 1})
-        if repeated:
-            raise TaskError(f"{what} file {path} repeats column name(s) {repeated} in its header; give each column a unique name")
     return df
 
 

@@ -337,7 +337,7 @@ def test_report_has_exactly_mlebench_fields_plus_error(synthetic_data: Path, tmp
 
 
 def test_grade_unprepared_or_unknown_competition_raises(tmp_path: Path):
-    with pytest.raises(MLEBenchError, match="not prepared.*prepare_competition"):
+    with pytest.raises(MLEBenchError, match="not prepared.*`mcgs mlebench prepare spaceship-titanic --raw RAW_DIR --out"):
         grade_submission(COMP, tmp_path / "s.csv", tmp_path)
     with pytest.raises(MLEBenchError, match="unknown MLE-bench competition 'nope'"):
         grade_submission("nope", tmp_path / "s.csv", tmp_path)

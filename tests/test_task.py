@@ -84,12 +84,7 @@ def test_bad_task_folders_get_clear_errors(tmp_path, task, message):
     assert message in str(err.value)
 
 
-def test_a_repeated_header_name_and_one_row_classes_are_named(tmp_path):
-    folder = write_task(tmp_path / "t", task={"metric": "accuracy"})
-    text = (folder / "train.csv").read_text().splitlines()
-    (folder / "train.csv").write_text("\n".join([text[0].replace(",x,", ",cat,")] + text[1:]) + "\n")  # pid,cat,cat,label
-    with pytest.raises(TaskError, match=r"train.csv repeats column name\(s\) \['cat'\]"):
-        load_task(folder)
+def test_one_row_classes_are_named(tmp_path):
     folder = write_task(tmp_path / "u", task={"metric": "accuracy"}, labels=("no", "yes"))
     train = pd.read_csv(folder / "train.csv")
     train.loc[0, "label"] = "maybe"
