@@ -125,6 +125,8 @@ def launch(task_dir: Path, run_dir: Path, policy: str, seed: int, budget: str, t
 
 def facts(run_dir: Path) -> dict:
     """What a finished run found: node counts, the final node and the best single node."""
+    from mcgs.ensemble import FINAL_ENSEMBLE_TAG
+
     search = open_search(run_dir)
     nodes = search.nodes()
     singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
@@ -132,7 +134,7 @@ def facts(run_dir: Path) -> dict:
     final = search.final_node
     # the ensemble node built in the budget's reserved slice (there is none when greedy selection
     # kept a single node); the final submission may still be a single node (``final_node``)
-    ensembles = [n for n in nodes if n.is_valid and n.operator.value == "ensemble" and n.plan.startswith("[final ensemble]")]
+    ensembles = [n for n in nodes if n.is_valid and n.operator.value == "ensemble" and n.plan.startswith(FINAL_ENSEMBLE_TAG)]
     final_ensemble = ensembles[-1] if ensembles else None
     return {
         "nodes": sum(1 for n in nodes if n.state.is_finished()),

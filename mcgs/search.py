@@ -1051,6 +1051,7 @@ def create_search(
     created = not run_dir.exists()
     before = set() if created else set(run_dir.iterdir())
     run_dir.mkdir(parents=True, exist_ok=True)
+    store = None
     try:
         if baseline is not None:
             shutil.copyfile(baseline, run_dir / BASELINE_NAME)
@@ -1073,7 +1074,7 @@ def create_search(
         )
         return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
     except BaseException:  # a storage that does not open, bad callbacks: the folder is left as it was
-        if "store" in locals():
+        if store is not None:
             store.close()
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
