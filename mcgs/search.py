@@ -69,7 +69,7 @@ def _open_storage(url: str) -> Storage:
         raise
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server
         hint = (" (a damaged or foreign file: restore it from a copy, or start a new run with another --out)"
-                   if url.startswith("sqlite") and "DatabaseError" in f"{type(exc).__name__} {exc}" else "")
+                if url.startswith("sqlite") and "DatabaseError" in f"{type(exc).__name__} {exc}" else "")
         if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):  # not a URL SQLAlchemy knows
             hint = "; give a SQLAlchemy URL such as sqlite:///RUN_DIR/mcgs.db or postgresql+psycopg://USER@HOST/DB"
         raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}") from exc
