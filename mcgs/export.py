@@ -276,18 +276,8 @@ def _interpretable(search, node) -> bool:
     return bool(models) and all(entries[k].recipe is not None and entries[k].recipe.interpretable for k in models if k in entries)
 
 
-def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
-    """Measure an exported folder against the task's constraints.
-
-    Returns:
-        ``{"ms_per_row", "model_mb", "interpretable", "passed": [...], "failed": [...]}``;
-        ``ms_per_row`` is the wall time of ``predict.py`` on the task's test table (a fresh
-        process: start-up, feature computation and prediction), divided by its rows.
-
-    Raises:
-        ExportError: the exported program fails in predict mode.
-    """
-    test = folder / "input" / search.task.test_file
+def _predict_ms_per_row(search, folder: Path, test: Path, node) -> float:
+    """Wall time of one ``predict.py`` run on ``test`` in ms per test row (ExportError if it fails)."""
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         res = subprocess.run([sys.executable, "predict.py", str(test), str(Path(tmp) / "out.csv")], cwd=folder,
@@ -295,8 +285,30 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
         wall = time.perf_counter() - t0
     if res.returncode != 0:
         raise ExportError(f"node {node.seq}'s exported program failed in predict mode: {res.stderr[-1500:]}")
+    return round(1000 * wall / max(1, search.task.n_test), 3)
+
+
+def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
+    """Measure an exported folder against the task's constraints.
+
+    Returns:
+        ``{"ms_per_row", "model_mb", "interpretable", "passed": [...], "failed": [...]}``;
+        ``ms_per_row`` is the wall time of ``predict.py`` on the task's test table (a fresh
+        process: start-up, feature computation and prediction), divided by its rows. A time over
+        ``max_inference_ms_per_row`` is measured once more and the faster run kept: other work on
+        the machine only ever adds to a wall time, so the minimum is the better estimate of the
+        program's own cost (the rule of Python's ``timeit``).
+
+    Raises:
+        ExportError: the exported program fails in predict mode.
+    """
+    test = folder / "input" / search.task.test_file
+    limit = search.task.constraints.max_inference_ms_per_row
+    ms_per_row = _predict_ms_per_row(search, folder, test, node)
+    if limit is not None and ms_per_row > limit:
+        ms_per_row = min(ms_per_row, _predict_ms_per_row(search, folder, test, node))
     out: dict[str, Any] = {
-        "ms_per_row": round(1000 * wall / max(1, search.task.n_test), 3),
+        "ms_per_row": ms_per_row,
         "model_mb": round(sum(p.stat().st_size for p in folder.rglob("model.joblib")) / 2**20, 3),
         "interpretable": node.operator.value != "ensemble" and _interpretable(search, node),
         "passed": [],

@@ -118,16 +118,17 @@ def test_an_ensemble_is_exported_with_its_members_and_blends_as_in_the_run(finis
 
 @pytest.mark.slow
 def test_a_node_that_breaks_the_inference_limit_gives_way_to_one_that_passes(tmp_path):
-    search = _run(tmp_path, constraints="constraints: {max_inference_ms_per_row: 60}\n")
+    search = _run(tmp_path, constraints="constraints: {max_inference_ms_per_row: 100}\n")
     chosen = search.final_node
     singles = [n for n in search.nodes() if n.is_valid]
     assert len(singles) >= 2
-    # Make the chosen node slow to predict (10 s for ~140 rows, over 70 ms per row; the others
-    # take 15-25 ms per row, mostly Python's start): a fixture standing for a model that is
-    # accurate but slow; the other nodes are left as they ran.
+    # Make the chosen node slow to predict (16 s for 143 rows, over 110 ms per row; the others
+    # take 15-25 ms per row, mostly Python's start, and stay under 100 unless the machine is
+    # loaded fourfold on two measurements): a fixture standing for a model that is accurate but
+    # slow; the other nodes are left as they ran.
     program = search.node_dir(chosen) / "solution.py"
     program.write_text(program.read_text().replace('MODE = os.environ.get("MCGS_MODE", "search")',
-                                                   'MODE = os.environ.get("MCGS_MODE", "search")\nif MODE == "predict":\n    import time; time.sleep(10)', 1))
+                                                   'MODE = os.environ.get("MCGS_MODE", "search")\nif MODE == "predict":\n    import time; time.sleep(16)', 1))
     con_node = {n.id: n for n in search.nodes()}[chosen.id]
     import sqlite3
 
@@ -141,12 +142,37 @@ def test_a_node_that_breaks_the_inference_limit_gives_way_to_one_that_passes(tmp
     exported = {n.seq: n for n in search.nodes()}[result.node_seq]
     better = exported.score <= chosen.score if search.task.higher_is_better else exported.score >= chosen.score
     assert better  # a lower-scoring node, which passes
-    assert result.rejected[0]["node"] == chosen.seq and result.rejected[0]["ms_per_row"] > 60
-    assert result.measurements["ms_per_row"] <= 60 and result.measurements["passed"] == ["max_inference_ms_per_row=60"]
+    assert result.rejected[0]["node"] == chosen.seq and result.rejected[0]["ms_per_row"] > 100
+    assert result.measurements["ms_per_row"] <= 100 and result.measurements["passed"] == ["max_inference_ms_per_row=100"]
     card = (tmp_path / "model" / "MODEL_CARD.md").read_text()
-    assert "limit 60 ms" in card and f"| {chosen.seq} |" in card and "max_inference_ms_per_row=60" in card
+    assert "limit 100 ms" in card and f"| {chosen.seq} |" in card and "max_inference_ms_per_row=100" in card
     with pytest.raises(ExportError, match="has no node 999"):
         export_node(search, tmp_path / "x", node_seq=999)
+
+
+def test_an_inference_time_over_the_limit_is_measured_again_and_the_faster_run_kept(tmp_path):
+    # A predict.py that is slow only on its first run (a stand-in for a machine busy with other
+    # work at that moment): the first measurement breaks the limit, the second does not.
+    from types import SimpleNamespace
+
+    from mcgs.export import measure_constraints
+
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "test.csv").write_text("id\n" + "\n".join(map(str, range(100))) + "\n")
+    (tmp_path / "predict.py").write_text(
+        "import pathlib, sys, time\n"
+        "mark = pathlib.Path('first_run_done')\n"
+        "if not mark.exists():\n    mark.touch(); time.sleep(3)\n"
+        "pathlib.Path(sys.argv[2]).write_text('id\\n')\n")
+    constraints = SimpleNamespace(max_inference_ms_per_row=20.0, max_model_mb=None, interpretable=False)
+    search = SimpleNamespace(task=SimpleNamespace(test_file="test.csv", n_test=100, constraints=constraints))
+    node = SimpleNamespace(seq=1, operator=SimpleNamespace(value="ensemble"))
+    out = measure_constraints(search, tmp_path, node)
+    assert out["ms_per_row"] < 20 and out["passed"] == ["max_inference_ms_per_row=20"]
+    # without a limit there is one measurement, the slow one included
+    (tmp_path / "first_run_done").unlink()
+    constraints.max_inference_ms_per_row = None
+    assert measure_constraints(search, tmp_path, node)["ms_per_row"] >= 30
 
 
 # A program written from the contract text the LLM coder is given (operators/prompts/_prefix.j2),
