@@ -16,8 +16,7 @@ error of the best node's fold scores, since differences inside the noise of CV d
 the higher-variance choice. The slack goes only to an ensemble built after the best node (one
 whose selection could have used it): an ensemble built earlier in the search combines an older
 pool, and its being close to the best node says nothing in its favour, so it must be at least as
-good to be handed in (:func:`choose_final`). For the same reason there is no slack when the
-ensemble was selected on log loss in place of a hard-label metric.
+good to be handed in (:func:`choose_final`).
 
 For probability outputs two refinements are tried on the same OOF rows: blending in log-odds /
 log-probability space (a weighted geometric mean, renormalised) besides the arithmetic mean, and
@@ -138,12 +137,6 @@ def selection_score(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> tup
     return name, score(pred), higher
 
 
-def selects_on_a_surrogate(spec: TaskSpec) -> bool:
-    """True when ensemble selection optimises log loss in place of the task metric: a
-    classification task scored on hard labels (accuracy, F1; :func:`selection_criterion`)."""
-    return spec.task_kind in ("binary", "multiclass") and not get_metric(spec.metric).needs_proba
-
-
 def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callable[[np.ndarray], float], bool]:
     """The criterion ensemble selection optimises, prepared once for the labels ``y_true``:
     ``(name, score(pred) -> float, higher_is_better)``.
@@ -167,8 +160,9 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
         ``(name, score, higher_is_better)``; ``score`` takes predictions in contract layout,
         shape (n, n_cols).
     """
+    metric = get_metric(spec.metric)
     name, higher = spec.metric, spec.higher_is_better
-    if selects_on_a_surrogate(spec):
+    if spec.task_kind in ("binary", "multiclass") and not metric.needs_proba:
         name, higher = "log_loss", False
     if spec.task_kind == "binary" and name in ("roc_auc", "log_loss"):
         y = positive_labels(spec, y_true).astype(bool)
@@ -399,7 +393,7 @@ def honest_score(node) -> float:
 FINAL_ENSEMBLE_TAG = "[final ensemble]"
 
 
-def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_error: Callable[[], float], slack: bool = True):
+def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_error: Callable[[], float]):
     """The node a run hands in: the best single node or one of its ensemble nodes.
 
     Once the run's final ensemble exists (plan starting with :data:`FINAL_ENSEMBLE_TAG`), it is
@@ -416,22 +410,12 @@ def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_err
     error rule, module docstring). The eligible ensemble with the best honest score wins (the
     latest among equals); with none eligible, the best single node.
 
-    No slack (``slack=False``) when the ensemble's weights were selected on a surrogate
-    (:func:`selects_on_a_surrogate`: log loss for accuracy or F1). The rule's premise, that a
-    blend optimised for the metric is the lower-variance choice among near-equals, does not hold
-    for a blend optimised for something else: on spaceship-titanic (accuracy) the ablation's final
-    ensembles scored below their run's best single node on the private split in 8 of 9 runs, 7 of
-    them handed in under the slack, and on three new seeds (8 runs) handing the ensemble in only
-    when it was at least as good cross-fitted changed 4 submissions, 3 for the better
-    (docs/results/ablation.md).
-
     Args:
         best: The best valid non-ensemble node (a :class:`~mcgs.node.FrozenNode`).
         ensembles: Valid ensemble nodes of the run, any order.
         higher_is_better: Metric direction.
         standard_error: Returns the standard error of ``best``'s fold scores (metric units); called
             at most once, and only when an ensemble's eligibility depends on it.
-        slack: Whether the one-standard-error slack applies (see above).
 
     Returns:
         ``best`` or one of ``ensembles``.
@@ -446,7 +430,7 @@ def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_err
         gap = sign * (best.score - honest_score(e))  # > 0: the ensemble is worse
         if gap <= 0:
             return True
-        if e.seq < best.seq or not slack:
+        if e.seq < best.seq:
             return False
         if not se:
             se.append(standard_error())

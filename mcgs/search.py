@@ -879,11 +879,10 @@ class Search:
     def final_node(self) -> FrozenNode | None:
         """The node whose submission the run hands in: the best single node or an ensemble
         node, chosen by :func:`mcgs.ensemble.choose_final` (ensembles judged by their
-        cross-fitted score; the one-standard-error rule for ensembles built after the best node,
-        unless their selection optimised log loss in place of a hard-label metric).
+        cross-fitted score; the one-standard-error rule for ensembles built after the best node).
         Once the final ensemble exists it is the only ensemble considered. None when no valid
         node exists."""
-        from mcgs.ensemble import choose_final, fold_standard_error, selects_on_a_surrogate
+        from mcgs.ensemble import choose_final, fold_standard_error
         from mcgs.evaluation import read_predictions
 
         valid = valid_nodes(self.graph())
@@ -901,7 +900,7 @@ class Search:
                 return 0.0
             return fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
 
-        return choose_final(best, ensembles, self.task.higher_is_better, standard_error, slack=not selects_on_a_surrogate(self.task))
+        return choose_final(best, ensembles, self.task.higher_is_better, standard_error)
 
     def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
         if self.is_worker:  # the run's own process keeps best/ and the clock
