@@ -18,6 +18,7 @@ from mcgs.coders import CoderRequest
 from mcgs.coders.recipe import COST_PARAMS, FEATURE_ORDER, RecipeCoder
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.profile import profile_task
+from mcgs.task import load_task
 from recipe_runs import make_task, run_recipe
 
 
@@ -82,6 +83,30 @@ def _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, 
     assert len(got) == 4 and np.isfinite(got.drop(columns="row").to_numpy()).all()
     diff = np.abs(got.drop(columns="row").to_numpy()[:3] - expected.drop(columns="row").to_numpy()).max()
     assert diff <= 1e-6, (model_id, diff)
+
+
+def test_lasso_refits_without_gross_outliers_and_predicts_the_same_rows_when_exported(tmp_path):
+    """model.lasso drops fit rows with a residual over trim_sigma robust SDs and fits again:
+    six training targets shifted by +40 (noise SD ~2.5) pull a plain fit and not the refit, on
+    the untouched rows' OOF predictions; the saved refit predicts a few rows as in the test table."""
+    spec = make_task(tmp_path / "task", "regression")
+    train = pd.read_csv(spec.data_dir / spec.train_file)
+    clean = train["target"].to_numpy().copy()
+    shifted = np.random.default_rng(1).choice(len(train), 6, replace=False)
+    train.loc[shifted, "target"] += 40.0
+    train.to_csv(spec.data_dir / spec.train_file, index=False)
+    spec = load_task(spec.data_dir)
+    prof = profile_task(spec)
+    config = RecipeCoder().default_config("model.lasso", prof)
+    assert config["params"]["trim_sigma"] > 0 and config["params"]["clip_sd"] > 0
+    errors = {}
+    for trim in (0.0, config["params"]["trim_sigma"]):
+        ev, _, ids = run_recipe(spec, config | {"params": config["params"] | {"trim_sigma": trim}}, tmp_path / f"trim{trim}")
+        assert "model.lasso" in ids
+        untouched = np.setdiff1d(np.arange(len(train)), shifted)  # every row is validated (3 folds)
+        errors[trim] = float(np.sqrt(np.mean((ev.oof[untouched, 0] - clean[untouched]) ** 2)))
+    assert errors[config["params"]["trim_sigma"]] < 0.8 * errors[0.0], errors
+    _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, tmp_path / f"trim{trim}" / "ws", "model.lasso")
 
 
 def test_profile_sees_column_kinds_not_names(tmp_path):
