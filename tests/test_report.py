@@ -87,12 +87,16 @@ def test_the_report_renders_in_a_browser_and_a_click_on_a_node_shows_its_code(fi
             valid.seq,
         )
         assert idx is not None
-        trace_el = driver.find_elements(By.CSS_SELECTOR, "#graph .scatterlayer .trace")[idx[0]]
-        point = trace_el.find_elements(By.CSS_SELECTOR, "path.point")[idx[1]]
         from selenium.webdriver.common.action_chains import ActionChains
 
-        ActionChains(driver).move_to_element(point).click().perform()
-        wait.until(lambda d: d.find_element(By.ID, "node-panel").get_attribute("data-seq") == str(valid.seq))
+        def click_shows_the_node(d):
+            # the page resizes the graph once after drawing it (Plotly.Plots.resize, asynchronous), so
+            # a point found before that moves: find it again and click until the panel shows the node
+            trace_el = d.find_elements(By.CSS_SELECTOR, "#graph .scatterlayer .trace")[idx[0]]
+            ActionChains(d).move_to_element(trace_el.find_elements(By.CSS_SELECTOR, "path.point")[idx[1]]).click().perform()
+            return d.find_element(By.ID, "node-panel").get_attribute("data-seq") == str(valid.seq)
+
+        WebDriverWait(driver, 30, poll_frequency=1.0).until(click_shows_the_node)
         panel = driver.find_element(By.ID, "node-panel")
         code = panel.find_element(By.CSS_SELECTOR, "pre.code").text
         assert code.strip().splitlines()[0] == valid.code.strip().splitlines()[0]
