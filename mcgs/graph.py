@@ -6,15 +6,19 @@ holds the :class:`~mcgs.node.EdgeKind` (a pair of nodes may be joined by one edg
 so parallel kinds are merged into the attribute ``"kinds"``).
 
 Structures every selection needs (primary children, branch heads, branch members) are derived
-once per graph in one pass and kept in ``g.graph`` (keyed by the node count, so a graph that
-gains nodes gets them rebuilt; graphs are built whole from storage and edges never come
-without their node): selection stays linear in the number of nodes instead of walking a
-branch for each of its nodes.
+once per graph in one pass and kept in ``g.graph``: selection stays linear in the number of
+nodes instead of walking a branch for each of its nodes. The engine keeps one graph per worker
+thread and brings it up to date with :func:`update_graph`, which applies the nodes and edges
+storage added or changed since the last step in place and updates the derived structures, and
+every cache registered with :func:`register_cache` (the policy's branch bests and visit
+statistics), by that change alone: a step costs time in proportion to what changed, not to the
+size of the graph (``experiments/engine_cost.py``). Caches are keyed by the node count and the
+update count, so a graph changed any other way (``g.add_node``) gets them rebuilt.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 import networkx as nx
 
@@ -22,6 +26,8 @@ from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState
 
 __all__ = [
     "build_graph",
+    "update_graph",
+    "register_cache",
     "root_of",
     "children",
     "primary_ancestors",
@@ -45,14 +51,131 @@ def build_graph(nodes: Iterable[FrozenNode], edges: Iterable[FrozenEdge]) -> nx.
     return g
 
 
+# g.graph key -> updater(g, cache, changes, new_edges) -> bool (False: drop the cache)
+_CACHES: dict[str, Callable] = {}
+
+
+def register_cache(key: str, updater: Callable) -> None:
+    """Register a cache kept in ``g.graph[key]`` that :func:`update_graph` maintains.
+
+    ``updater(g, cache, changes, new_edges)`` is called after the graph and its derived
+    structures took a change: ``changes`` lists ``(old, new)`` FrozenNode pairs in creation order
+    (``old`` None for a new node), ``new_edges`` the edges added. It updates ``cache`` in place
+    and returns True, or returns False to have the cache dropped (rebuilt on its next use). A
+    cache must carry a ``"key"`` entry equal to :func:`cache_key` of the graph it describes;
+    :func:`update_graph` moves it on.
+    """
+    _CACHES[key] = updater
+
+
+def cache_key(g: nx.DiGraph) -> tuple[int, int]:
+    """What a cache on ``g.graph`` is valid for: ``(node count, in-place updates)``; O(1)
+    (networkx counts edges by summing degrees, so edges are not part of it)."""
+    return g.number_of_nodes(), g.graph.get("_mcgs_updates", 0)
+
+
+def update_graph(g: nx.DiGraph, nodes: Iterable[FrozenNode], edges: Iterable[FrozenEdge]) -> list[FrozenEdge] | None:
+    """Apply new and changed nodes and new edges to ``g`` in place (the engine's per-step update).
+
+    Args:
+        g: A graph from :func:`build_graph` (or earlier updates).
+        nodes: Nodes that are new or changed since ``g`` was last brought up to date (when a
+            node comes more than once, its last version counts).
+        edges: Edges that are new since then (an edge already in ``g`` is ignored).
+
+    Returns:
+        The edges that could not be added yet because an end node is not in the graph (the
+        caller passes them again with the next change), or None when the change cannot be
+        applied in place: a new node older (by ``seq``) than the newest node of the graph, or a
+        changed node whose primary parent changed. The caller then rebuilds the graph.
+    """
+    key = cache_key(g)
+    d = g.graph.get("_mcgs_derived")
+    if d is not None and d["key"] != key:  # the graph was changed some other way
+        d = None
+    nodes = sorted({n.id: n for n in nodes}.values(), key=lambda n: n.seq)  # the last version of each node
+    # the derived structures append new nodes: they must be newer than every node they hold
+    last_seq = None if d is None else d["nodes"][d["by_seq"][-1]].seq if d["by_seq"] else -1
+    changes: list[tuple[FrozenNode | None, FrozenNode]] = []
+    for n in nodes:
+        old = g.nodes[n.id]["node"] if n.id in g else None
+        if old is None:
+            if last_seq is not None:
+                if n.seq <= last_seq:
+                    return None
+                last_seq = n.seq
+        elif old.parent_id != n.parent_id or old.seq != n.seq:
+            return None
+        if old is not n:
+            changes.append((old, n))
+    pending, added = [], []
+    for _, n in changes:
+        g.add_node(n.id, node=n)
+    for e in edges:
+        if e.src not in g or e.dst not in g:
+            pending.append(e)
+            continue
+        if g.has_edge(e.src, e.dst):
+            kinds = g.edges[e.src, e.dst]["kinds"]
+            if e.kind in kinds:
+                continue
+            kinds.add(e.kind)
+        else:
+            g.add_edge(e.src, e.dst, kinds={e.kind})
+        added.append(e)
+    if not changes and not added:
+        return pending
+    g.graph["_mcgs_updates"] = key[1] + 1
+    new_key = cache_key(g)
+    if d is not None:
+        _update_derived(d, changes, added)
+        d["key"] = new_key
+    for name, updater in _CACHES.items():
+        cache = g.graph.get(name)
+        if cache is None:
+            continue
+        if cache.get("key") != key or d is None or not updater(g, cache, changes, added):
+            del g.graph[name]
+        else:
+            cache["key"] = new_key
+    return pending
+
+
+def _update_derived(d: dict, changes: list[tuple[FrozenNode | None, FrozenNode]], edges: list[FrozenEdge]) -> None:
+    """Bring :func:`_derived`'s structures up to date with a change (nodes in creation order,
+    every new node newer than the graph's nodes: :func:`update_graph` checks)."""
+    fnodes, kids, head, members = d["nodes"], d["children"], d["head"], d["members"]
+    for old, n in changes:
+        fnodes[n.id] = n
+        if old is not None:
+            continue
+        d["by_seq"].append(n.id)
+        kids.setdefault(n.id, [])
+        if n.state is NodeState.ROOT and d["root"] is None:
+            d["root"] = n.id
+        p = n.parent_id
+        h = None if p is None else (n.id if p == d["root"] else head.get(p))
+        head[n.id] = h
+        if h is not None:
+            members.setdefault(h, []).append(n.id)
+    for e in edges:
+        if e.kind is EdgeKind.DERIVES:
+            lst = kids[e.src]
+            if e.dst not in lst:
+                lst.append(e.dst)
+                if len(lst) > 1 and fnodes[lst[-2]].seq > fnodes[e.dst].seq:
+                    lst.sort(key=lambda c: fnodes[c].seq)
+
+
 def node(g: nx.DiGraph, node_id: int) -> FrozenNode:
     return g.nodes[node_id]["node"]
 
 
 def _derived(g: nx.DiGraph) -> dict:
     """Primary children (by seq), branch head of every node, branch members (by seq) and the
-    nodes in creation order, computed in one pass over plain dicts and cached on the graph."""
-    key = g.number_of_nodes()  # O(1); networkx counts edges by summing degrees
+    nodes in creation order, computed in one pass over plain dicts and cached on the graph
+    (kept up to date by :func:`update_graph`)."""
+    key = cache_key(g)
     d = g.graph.get("_mcgs_derived")
     if d is not None and d["key"] == key:
         return d
@@ -83,6 +206,22 @@ def nodes_by_seq(g: nx.DiGraph) -> list[FrozenNode]:
     """Every node, in creation order (cached with the graph's derived structure)."""
     d = _derived(g)
     return [d["nodes"][n] for n in d["by_seq"]]
+
+
+def newest_first(g: nx.DiGraph) -> Iterator[FrozenNode]:
+    """Every node, newest (highest seq) first, lazily: readers of the last few nodes stop early."""
+    d = _derived(g)
+    fnodes = d["nodes"]
+    return (fnodes[n] for n in reversed(d["by_seq"]))
+
+
+def newest_node(g: nx.DiGraph) -> FrozenNode:
+    """The node created last (highest seq).
+
+    Raises:
+        StopIteration: the graph is empty.
+    """
+    return next(newest_first(g))
 
 
 def root_of(g: nx.DiGraph) -> int:

@@ -29,6 +29,7 @@ never stopped.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import random
@@ -36,7 +37,7 @@ from typing import Sequence
 
 import networkx as nx
 
-from mcgs.graph import _derived, branch_node_ids, branch_of, children, node, nodes_by_seq, primary_ancestors, root_of, valid_nodes
+from mcgs.graph import _derived, branch_node_ids, branch_of, cache_key, children, newest_first, node, primary_ancestors, register_cache, root_of, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
 
@@ -51,6 +52,7 @@ __all__ = [
     "debug_depth",
     "branch_members",
     "branch_best",
+    "ranked_search_nodes",
     "is_branch_stagnant",
     "is_globally_stagnant",
     "GRAPH_OPERATORS",
@@ -144,6 +146,49 @@ class _Stats:
         return self.runtime_sum / self.runtime_n if self.runtime_n else 0.0
 
 
+def _own_contribution(fn: FrozenNode, virtual_loss: float) -> tuple[float, float, float, int]:
+    """``(visits, reward sum, runtime sum, runtime count)`` a node adds to itself and its
+    primary ancestors: a finished node its reward (and its runtime), an in-flight one a visit
+    with ``virtual_loss``, anything else nothing."""
+    if fn.reward is not None:
+        timed = fn.runtime_s is not None
+        return 1.0, fn.reward, fn.runtime_s if timed else 0.0, int(timed)
+    if fn.state in (NodeState.PENDING, NodeState.RUNNING):
+        return 1.0, virtual_loss, 0.0, 0
+    return 0.0, 0.0, 0.0, 0
+
+
+def _credit_targets(g: nx.DiGraph, n: int) -> tuple[int, ...]:
+    """The nodes a node's reward is credited to: its ``fuses`` / ``references`` sources and
+    their primary ancestors, minus its own primary path (each once)."""
+    sources = [src for src in g.predecessors(n) if g.edges[src, n]["kinds"] & {EdgeKind.FUSES, EdgeKind.REFERENCES}]
+    if not sources:
+        return ()
+    credited: set[int] = set()
+    for src in sources:
+        credited |= {src, *primary_ancestors(g, src)}
+    return tuple(sorted(credited - {n, *primary_ancestors(g, n)}))
+
+
+def _add(stats: dict[int, _Stats], fnodes: dict[int, FrozenNode], n: int, c: tuple[float, float, float, int], sign: float) -> None:
+    """Add ``sign * c`` to ``n`` and every primary ancestor (backpropagation of one node)."""
+    v = n
+    while v is not None and v in stats:
+        st = stats[v]
+        st.visits += sign * c[0]
+        st.value += sign * c[1]
+        st.runtime_sum += sign * c[2]
+        st.runtime_n += int(sign) * c[3]
+        v = fnodes[v].parent_id
+
+
+def _add_credit(stats: dict[int, _Stats], record: tuple[tuple[int, ...], float], share: float, sign: float) -> None:
+    targets, r = record
+    for a in targets:
+        stats[a].visits += sign * share
+        stats[a].value += sign * share * r
+
+
 def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 0.0) -> dict[int, _Stats]:
     """Visit counts and reward sums over the primary-parent tree (backpropagation).
 
@@ -153,25 +198,34 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     ``credit_share`` times its reward to each source and the source's primary ancestors (each
     ancestor credited once per node, and not twice when it is already on the node's own path).
     Finished nodes also add their candidate runtime, for cost-aware selection.
+
+    Computed once per graph in one linear pass and cached on it; :func:`mcgs.graph.update_graph`
+    then backpropagates only what changed (a new node, a node that finished, a new credit
+    edge) along its primary path, as a classic MCTS does, instead of summing every node again.
+    The returned dict is the cache: callers must not modify it.
     """
+    cache = g.graph.get("_mcgs_tree_stats")
+    if cache is None or cache["key"] != cache_key(g):
+        cache = g.graph["_mcgs_tree_stats"] = {"key": cache_key(g), "params": {}}
+    params = (float(virtual_loss), float(credit_share))
+    if params not in cache["params"]:
+        cache["params"][params] = _tree_stats_full(g, *params)
+    return cache["params"][params][0]
+
+
+def _tree_stats_full(g: nx.DiGraph, virtual_loss: float, credit_share: float) -> tuple[dict[int, _Stats], dict[int, tuple]]:
+    """:func:`tree_stats` from scratch: ``(stats, credit records)``, a record being
+    ``(credited nodes, reward)`` of each node whose reward is credited to other branches."""
     d = _derived(g)
     fnodes = d["nodes"]
     stats: dict[int, _Stats] = {n: _Stats() for n in d["by_seq"]}
     # own contributions, then summed up the primary tree children-first (seq descending): each
     # node's total reaches every primary ancestor in one linear pass
     for n, fn in fnodes.items():
-        if fn.reward is not None:
-            r = fn.reward
-        elif fn.state in (NodeState.PENDING, NodeState.RUNNING):
-            r = virtual_loss
-        else:
-            continue
-        st = stats[n]
-        st.visits += 1
-        st.value += r
-        if fn.reward is not None and fn.runtime_s is not None:
-            st.runtime_sum += fn.runtime_s
-            st.runtime_n += 1
+        c = _own_contribution(fn, virtual_loss)
+        if c[0]:
+            st = stats[n]
+            st.visits, st.value, st.runtime_sum, st.runtime_n = c
     for n in reversed(d["by_seq"]):
         p = fnodes[n].parent_id
         if p is not None and p in stats:
@@ -180,24 +234,47 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
             a.value += b.value
             a.runtime_sum += b.runtime_sum
             a.runtime_n += b.runtime_n
-    if credit_share <= 0:
-        return stats
-    for n, data in g.nodes(data=True):
-        fn = data["node"]
-        if fn.reward is None:
+    records: dict[int, tuple] = {}
+    if credit_share > 0:
+        for n, fn in fnodes.items():
+            if fn.reward is None:
+                continue
+            targets = _credit_targets(g, n)
+            if targets:
+                records[n] = (targets, fn.reward)
+                _add_credit(stats, records[n], credit_share, 1.0)
+    return stats, records
+
+
+def _update_tree_stats(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """:func:`mcgs.graph.register_cache` updater of :func:`tree_stats`: backpropagate the
+    difference each changed node makes, and redo the credit of nodes that changed or gained a
+    credit edge."""
+    fnodes = _derived(g)["nodes"]
+    credit_edges = {e.dst for e in new_edges if e.kind in (EdgeKind.FUSES, EdgeKind.REFERENCES)}
+    for (virtual_loss, share), (stats, records) in cache["params"].items():
+        for old, new in changes:
+            if old is None:
+                stats[new.id] = _Stats()
+            before = _own_contribution(old, virtual_loss) if old is not None else (0.0, 0.0, 0.0, 0)
+            after = _own_contribution(new, virtual_loss)
+            if before != after:
+                _add(stats, fnodes, new.id, before, -1.0)
+                _add(stats, fnodes, new.id, after, 1.0)
+        if share <= 0:
             continue
-        r = fn.reward
-        sources = [src for src in g.predecessors(n) if g.edges[src, n]["kinds"] & {EdgeKind.FUSES, EdgeKind.REFERENCES}]
-        if not sources:
-            continue
-        credited: set[int] = set()
-        for src in sources:
-            credited |= {src, *primary_ancestors(g, src)}
-        own = {n, *primary_ancestors(g, n)}
-        for a in credited - own:
-            stats[a].visits += credit_share
-            stats[a].value += credit_share * r
-    return stats
+        for n in {new.id for _, new in changes} | credit_edges:
+            if n in records:
+                _add_credit(stats, records.pop(n), share, -1.0)
+            fn = fnodes[n]
+            targets = _credit_targets(g, n) if fn.reward is not None else ()
+            if targets:
+                records[n] = (targets, fn.reward)
+                _add_credit(stats, records[n], share, 1.0)
+    return True
+
+
+register_cache("_mcgs_tree_stats", _update_tree_stats)
 
 
 def uct_value(child: _Stats, parent: _Stats, c: float, cost_scale_s: float = 0.0) -> float:
@@ -241,21 +318,80 @@ def branch_members(g: nx.DiGraph, head: int) -> list[FrozenNode]:
 
 def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[FrozenNode | None, int]:
     """The branch's best valid node (earliest wins ties) and the number of valid nodes of the
-    branch created after it (its spent patience). Cached on the graph per branch."""
-    cache = g.graph.setdefault("_mcgs_branch_best", {})
-    key = (g.number_of_nodes(), head, higher_is_better)
-    if key in cache:
-        return cache[key]
+    branch created after it (its spent patience). Cached on the graph per branch and kept up
+    to date by :func:`mcgs.graph.update_graph` (a new valid node that does not beat the best
+    adds one to the count; one that does, or an older one, has the branch recounted)."""
+    cache = g.graph.get("_mcgs_branch_best")
+    if cache is None or cache["key"] != cache_key(g):
+        cache = g.graph["_mcgs_branch_best"] = {"key": cache_key(g), "entries": {}}
+    entries = cache["entries"]
+    if (head, higher_is_better) in entries:
+        return entries[head, higher_is_better]
     members = [m for m in branch_members(g, head) if m.is_valid]
     if not members:
-        cache[key] = (None, 0)
-        return cache[key]
+        entries[head, higher_is_better] = (None, 0)
+        return None, 0
     best = members[0]
     for m in members[1:]:
         if _better(m, best, higher_is_better):
             best = m
-    cache[key] = (best, sum(1 for m in members if m.seq > best.seq))
-    return cache[key]
+    entries[head, higher_is_better] = (best, sum(1 for m in members if m.seq > best.seq))
+    return entries[head, higher_is_better]
+
+
+def _update_branch_best(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """:func:`mcgs.graph.register_cache` updater of :func:`branch_best`."""
+    head_of = _derived(g)["head"]
+    entries = cache["entries"]
+    for old, new in changes:
+        h = head_of.get(new.id)
+        for hib in (True, False):
+            if (h, hib) not in entries or new.is_valid == (old is not None and old.is_valid):
+                continue
+            best, since = entries[h, hib]
+            if old is not None and old.is_valid:  # a valid node changed (storage never does this)
+                del entries[h, hib]
+            elif best is not None and new.seq > best.seq and not _better(new, best, hib):
+                entries[h, hib] = (best, since + 1)
+            else:  # a new best, or a node older than the best: recount the branch
+                del entries[h, hib]
+    return True
+
+
+register_cache("_mcgs_branch_best", _update_branch_best)
+
+
+def _rank_key(n: FrozenNode, higher_is_better: bool) -> tuple[float, int, int]:
+    return (-n.score if higher_is_better else n.score, n.seq, n.id)
+
+
+def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[float, int, int]]:
+    """Valid search nodes (ensembles aside), best first (earliest wins ties), as
+    ``(sort key, seq, node id)``. Cached on the graph and kept sorted by
+    :func:`mcgs.graph.update_graph` (a new valid node is inserted by bisection), so the global
+    top-K costs no sort of every node. The returned list is the cache: do not modify it."""
+    cache = g.graph.get("_mcgs_ranking")
+    if cache is None or cache["key"] != cache_key(g):
+        cache = g.graph["_mcgs_ranking"] = {"key": cache_key(g), "entries": {}}
+    if higher_is_better not in cache["entries"]:
+        cache["entries"][higher_is_better] = sorted(
+            _rank_key(n, higher_is_better) for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE
+        )
+    return cache["entries"][higher_is_better]
+
+
+def _update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """:func:`mcgs.graph.register_cache` updater of :func:`ranked_search_nodes`."""
+    for old, new in changes:
+        if old is not None and old.is_valid:
+            return False  # a valid node changed (storage never does this): rank again
+        if new.is_valid and new.operator is not Operator.ENSEMBLE:
+            for hib, ranked in cache["entries"].items():
+                bisect.insort(ranked, _rank_key(new, hib))
+    return True
+
+
+register_cache("_mcgs_ranking", _update_ranking)
 
 
 def is_branch_stagnant(g: nx.DiGraph, head: int, s: SearchSettings, higher_is_better: bool) -> bool:
@@ -270,7 +406,7 @@ def is_globally_stagnant(g: nx.DiGraph, s: SearchSettings) -> bool:
     failed to set a new global best by more than the improvement threshold — i.e. none of
     them earned the reward's new-best bonus (DESIGN §4)."""
     done = []  # the last global_stagnation finished search nodes, newest first
-    for n in reversed(nodes_by_seq(g)):
+    for n in newest_first(g):
         if n.reward is not None and n.operator is not Operator.ENSEMBLE:
             done.append(n)
             if len(done) == s.global_stagnation:
@@ -425,7 +561,7 @@ def _aggregate_expansion(g: nx.DiGraph, s: SearchSettings, higher_is_better: boo
     if len(bests) < 2:
         return None
     recent = []  # the last global_stagnation search nodes (finished or not)
-    for n in reversed(nodes_by_seq(g)):
+    for n in newest_first(g):
         if n.operator not in (Operator.ROOT, Operator.ENSEMBLE):
             recent.append(n)
             if len(recent) == s.global_stagnation:
@@ -445,12 +581,12 @@ def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher
     ramp = 1.0 if s.exploit_full <= s.exploit_start else min(1.0, (progress - s.exploit_start) / (s.exploit_full - s.exploit_start))
     if rng.random() >= s.exploit_max_share * ramp:
         return None
-    valid = [n for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
-    ranked = sorted(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+    ranked = ranked_search_nodes(g, higher_is_better)
     # never more than the better half: with few valid nodes a "top-3" would include the worst
     k = min(s.exploit_top_k, max(1, len(ranked) // 2))
     top, per_branch = [], {}
-    for n in ranked:
+    for *_, nid in ranked:
+        n = node(g, nid)
         b = branch_of(g, n.id)
         if per_branch.get(b, 0) < s.exploit_per_branch:
             top.append(n)
@@ -505,10 +641,10 @@ def _select_greedy(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool, rng
         if leaves:
             pick = rng.choice(sorted(leaves, key=lambda n: n.seq))
             return Expansion(pick.id, Operator.DEBUG, reason=f"greedy: debug a failed leaf (depth {debug_depth(g, pick.id) + 1})")
-    valid = [n for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE]
-    if not valid:
+    ranked = ranked_search_nodes(g, higher_is_better)
+    if not ranked:
         return Expansion(root, Operator.DRAFT, reason="greedy: no valid node yet, draft again")
-    best = min(valid, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+    best = node(g, ranked[0][2])
     return Expansion(best.id, Operator.IMPROVE, tier=improve_tier(g, best.id, s, higher_is_better), reason="greedy: improve the best node")
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from mcgs.coders import Coder, CoderAnswer, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
-from mcgs.graph import best_node, build_graph, valid_nodes
+from mcgs.graph import best_node, build_graph, newest_node, update_graph, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.policy import compute_reward, select_expansion
 from mcgs.profile import profile_task
@@ -193,7 +193,7 @@ class Search:
         self.owner = owner_id()  # this process, as the holder of node claims
         self.is_worker = False  # True while :meth:`work` runs: no run-level writes (status, export)
         self._view = None  # storage.RunView of this run (nodes()), created on first use
-        self._graph_cache: tuple | None = None  # (view, view.version, graph) of the last graph()
+        self._graph_local = threading.local()  # each thread's graph and how far it is up to date (graph())
         from mcgs.sandbox import resolve_isolation
 
         try:  # a resumed run keeps the level it recorded
@@ -227,17 +227,32 @@ class Search:
     def graph(self):
         """The search graph built from storage alone (the nodes and edges storage holds now).
 
-        Rebuilt only when storage changed since the last call; callers must not modify it."""
+        Each thread keeps its own graph (worker threads select while others add nodes) and
+        brings it up to date in place with what storage added or changed since its last call
+        (:func:`mcgs.graph.update_graph`), so a step costs in proportion to the change, not to
+        the graph's size; it is built whole on the first call and after the storage view read
+        everything again. Callers must not modify it, and should not hold it across a call that
+        may change storage if they need the older state."""
         view = self._run_view()
         with view.lock:
+            view.refresh()
+            cached = getattr(self._graph_local, "entry", None)
+            if cached is not None and cached["view"] is view and cached["epoch"] == view.epoch:
+                if cached["version"] == view.version:
+                    return cached["graph"]
+                nodes, edges = view.changes_since(cached["version"], cached["n_edges"])
+                pending = update_graph(cached["graph"], nodes, cached["pending"] + edges)
+                if pending is not None:
+                    cached.update(version=view.version, n_edges=view.edge_count, pending=pending)
+                    return cached["graph"]
             nodes = view.nodes()
-            cached = self._graph_cache
-            if cached is not None and cached[0] is view and cached[1] == view.version:
-                return cached[2]
             ids = {n.id for n in nodes}
+            edges = view.edges()
             # an edge whose node committed after the nodes were read waits for the next refresh
-            g = build_graph(nodes, [e for e in view.edges() if e.src in ids and e.dst in ids])
-            self._graph_cache = (view, view.version, g)
+            g = build_graph(nodes, [e for e in edges if e.src in ids and e.dst in ids])
+            pending = [e for e in edges if e.src not in ids or e.dst not in ids]
+            self._graph_local.entry = {"view": view, "epoch": view.epoch, "version": view.version, "n_edges": view.edge_count,
+                                       "pending": pending, "graph": g}
             return g
 
     def _run_view(self):
@@ -573,7 +588,7 @@ class Search:
             if self.build_ensemble(reason="ensemble during the search") is not None:
                 return None
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
-        seq_next = max(d["node"].seq for _, d in g.nodes(data=True)) + 1
+        seq_next = newest_node(g).seq + 1
         ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
         request = build_request(ctx, exp)
         answer = self._next_plan() if exp.operator is Operator.DRAFT and self._plan_queue else self.coder.write(request)

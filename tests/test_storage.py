@@ -224,10 +224,22 @@ def test_the_run_view_reads_only_what_changed_and_always_matches_storage(storage
     view = st.run_view(run.id)
     root = st.get_nodes(run.id)[0]
 
+    # an incremental reader (as the search's graph is): what changed since its last version
+    mirror = {"epoch": -1}
+
     def same():
         got = view.nodes()
         assert got == st.get_nodes(run.id)
         assert view.edges() == st.get_edges(run.id)
+        if mirror["epoch"] != view.epoch:
+            mirror.update(epoch=view.epoch, nodes={n.id: n for n in got}, edges=view.edges())
+        else:
+            nodes, edges = view.changes_since(mirror["version"], mirror["n_edges"])
+            mirror["nodes"].update({n.id: n for n in nodes})
+            mirror["edges"] += edges
+        mirror.update(version=view.version, n_edges=view.edge_count)
+        assert sorted(mirror["nodes"].values(), key=lambda n: n.seq) == got
+        assert mirror["edges"] == view.edges()
 
     same()
     a = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="a", code="print(1)")
@@ -256,5 +268,5 @@ def test_the_run_view_reads_only_what_changed_and_always_matches_storage(storage
     with st._session.begin() as s:
         s.execute(insert(NodeModel).values(id=c.id + 50, run_id=run.id, seq=40, parent_id=root.id, operator="draft", state="pending", depth=1))
     same()
-    assert view.full_reads == 2
+    assert view.full_reads == 2 and view.epoch == 2
     st.close()

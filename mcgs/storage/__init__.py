@@ -569,7 +569,20 @@ class RunView:
         self._edges: dict[int, FrozenEdge] = {}
         self.full_reads = 0  # how many times a refresh read every row (for tests and benchmarks)
         self.version = 0  # grows whenever a refresh found a change (readers cache on it)
+        self.epoch = 0  # grows with every full read: changes_since() cannot span one
+        self._log: list[tuple[int, list[int]]] = []  # (version, ids of the nodes new or changed)
+        self._edge_log: list[int] = []  # edge ids in the order the view got them
+        self._open: set[int] = set()  # ids of the PENDING / RUNNING nodes (re-read by every refresh)
+        self._max_node = self._max_edge = 0  # the largest ids seen
         self.lock = threading.RLock()  # the search's worker threads refresh it too
+
+    def _keep(self, fn: FrozenNode) -> None:
+        self._nodes[fn.id] = fn
+        self._max_node = max(self._max_node, fn.id)
+        if fn.state.value in _OPEN_STATES:
+            self._open.add(fn.id)
+        else:
+            self._open.discard(fn.id)
 
     def refresh(self) -> None:
         """Bring the view up to date with storage."""
@@ -578,28 +591,61 @@ class RunView:
         with self.lock, self.storage._session() as s:
             n_nodes = s.scalar(select(func.count(NodeModel.id)).where(NodeModel.run_id == self.run_id))
             n_edges = s.scalar(select(func.count(EdgeModel.id)).where(EdgeModel.run_id == self.run_id))
-            changed = False
+            changed: list[int] = []
+            full = False
             if self._nodes:
-                open_ids = [i for i, n in self._nodes.items() if n.state.value in _OPEN_STATES]
                 q = select(NodeModel).where(NodeModel.run_id == self.run_id,
-                                            or_(NodeModel.id > max(self._nodes), NodeModel.id.in_(open_ids)))
+                                            or_(NodeModel.id > self._max_node, NodeModel.id.in_(sorted(self._open))))
                 for m in s.scalars(q):
                     fn = _node(m)
                     if self._nodes.get(m.id) != fn:
-                        self._nodes[m.id] = fn
-                        changed = True
+                        self._keep(fn)
+                        changed.append(m.id)
             if len(self._nodes) != n_nodes:
                 self.full_reads += 1
-                self._nodes = {m.id: _node(m) for m in s.scalars(select(NodeModel).where(NodeModel.run_id == self.run_id))}
-                changed = True
-            after = max(self._edges, default=0)
-            for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id, EdgeModel.id > after)):
+                self._nodes, self._open, self._max_node = {}, set(), 0
+                for m in s.scalars(select(NodeModel).where(NodeModel.run_id == self.run_id)):
+                    self._keep(_node(m))
+                full = True
+            new_edges = []
+            for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id, EdgeModel.id > self._max_edge)):
                 self._edges[m.id] = _edge(m)
-                changed = True
+                new_edges.append(m.id)
             if len(self._edges) != n_edges:
                 self._edges = {m.id: _edge(m) for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == self.run_id))}
-                changed = True
-            self.version += changed
+                full = True
+            self._max_edge = max(self._edges, default=0) if full else max([self._max_edge, *new_edges])
+            if full:
+                self.epoch += 1
+                self._log, self._edge_log = [], sorted(self._edges)
+            else:
+                self._edge_log += sorted(new_edges)
+            if full or changed or new_edges:
+                self.version += 1
+                if changed and not full:
+                    self._log.append((self.version, changed))
+
+    def changes_since(self, version: int, n_edges: int) -> tuple[list[FrozenNode], list[FrozenEdge]]:
+        """The nodes new or changed after ``version`` and the edges after the first ``n_edges``
+        the view got, as of the last refresh (an incremental reader's update, e.g. the
+        search's graph: :func:`mcgs.graph.update_graph`). Valid within one :attr:`epoch`.
+
+        Args:
+            version: The :attr:`version` the reader is up to date with.
+            n_edges: How many edges the reader has had (:attr:`edge_count` then).
+        """
+        with self.lock:
+            ids: dict[int, None] = {}
+            for v, changed in reversed(self._log):
+                if v <= version:
+                    break
+                ids.update(dict.fromkeys(changed))
+            return [self._nodes[i] for i in ids], [self._edges[i] for i in self._edge_log[n_edges:]]
+
+    @property
+    def edge_count(self) -> int:
+        """Edges the view holds (an offset for :meth:`changes_since`)."""
+        return len(self._edge_log)
 
     def nodes(self) -> list[FrozenNode]:
         """Every node of the run in creation order, after a refresh."""
