@@ -15,12 +15,14 @@ Three measurements, one run of this script:
    and teardown.
 3. **Share of wall time outside candidates** in one real search (the bundled demo task, the
    recipe coder, one worker): ``1 - sum(candidate runtimes) / run wall time``. Target: under
-   3 % at 10-minute runs.
+   3 % at 10-minute runs. The demo's candidates take 2-3 s each, the worst case for this share;
+   ``--task`` adds the same measurement on real tasks (each one more search of the budget).
 
-Usage (from the repository root, after ``make install``)::
+Usage (from the repository root, after ``make install``; the second task folder is prepared
+with ``mcgs mlebench prepare``)::
 
     .venv/bin/python experiments/engine_cost.py --work /tmp/mcgs-cost --time-budget 10m \\
-        --report docs/results/engine_cost.md
+        --task /tmp/mlebench/spaceship-titanic --report docs/results/engine_cost.md
 """
 
 from __future__ import annotations
@@ -179,14 +181,19 @@ def launch_overhead(work: Path, runs: int = 20) -> float:
     return statistics.mean(times)
 
 
-def outside_share(work: Path, budget_s: float) -> dict:
-    """One demo search: wall time, candidate time, the share outside candidates, and where that
-    time went (from the nodes' stored timestamps; one worker, so the phases do not overlap)."""
+def outside_share(work: Path, budget_s: float, task: Path | None = None) -> dict:
+    """One search (the bundled demo task, or ``task``: an mcgs task folder or a prepared
+    MLE-bench competition): wall time, candidate time, the share outside candidates, and where
+    that time went (from the nodes' stored timestamps; one worker, so the phases do not overlap)."""
     from mcgs.demo import build_demo_task
     from mcgs.search import create_search
 
-    task = build_demo_task(work / "demo" / "task") if not (work / "demo" / "task" / "task.yaml").is_file() else work / "demo" / "task"
-    run = work / "demo" / f"run-{int(time.time())}"
+    if task is None:
+        task = build_demo_task(work / "demo" / "task") if not (work / "demo" / "task" / "task.yaml").is_file() else work / "demo" / "task"
+        label = "demo"
+    else:
+        label = task.name
+    run = work / label / f"run-{int(time.time())}"
     t0, start = time.perf_counter(), dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     search = create_search(task, run, settings=SearchSettings(time_budget_s=budget_s, seed=0, coder="recipe"))
     search.run()
@@ -194,7 +201,7 @@ def outside_share(work: Path, budget_s: float) -> dict:
     nodes = [n for n in search.nodes() if n.parent_id is not None]
     cand = sum(n.runtime_s or 0.0 for n in nodes)
     screen = sum(p.get("runtime_s") or 0.0 for p in _screen_plans(run))
-    return {"wall_s": round(wall, 1), "candidate_s": round(cand, 1), "screening_s": round(screen, 1), "nodes": len(nodes),
+    return {"task": label, "wall_s": round(wall, 1), "candidate_s": round(cand, 1), "screening_s": round(screen, 1), "nodes": len(nodes),
             "outside_share": round(1 - (cand + screen) / wall, 4), "phases": phases(run / "mcgs.db", start, wall, screen)}
 
 
@@ -251,6 +258,8 @@ def main() -> int:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--time-budget", default="10m", help="budget of the demo search for the outside-candidates share")
+    ap.add_argument("--task", type=Path, action="append", default=[],
+                    help="also measure the outside-candidates share on this task (mcgs task folder or prepared MLE-bench competition); repeatable")
     ap.add_argument("--report", type=Path)
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -258,8 +267,10 @@ def main() -> int:
     loads = {r["nodes"]: r for r in storage_load_times(args.work, args.sizes)}
     launch = launch_overhead(args.work)
     print({"launch_overhead_s": round(launch, 3)}, flush=True)
-    share = outside_share(args.work, parse_duration(args.time_budget))
-    print(share, flush=True)
+    shares = []
+    for task in [None, *args.task]:
+        shares.append(outside_share(args.work, parse_duration(args.time_budget), task))
+        print(shares[-1], flush=True)
     if args.report:
         date = dt.datetime.now().isoformat(timespec="seconds")
         lines = [
@@ -282,13 +293,16 @@ def main() -> int:
             "", "The step column takes the slower of the two selections.",
             "", "## Launch overhead", "",
             f"Sandbox run of a program that does nothing: {launch * 1000:.0f} ms per candidate (mean of 20).", "",
-            "## Share of wall time outside candidate programs (demo task, one worker)", "",
-            "| budget | wall (s) | candidates (s) | screening (s) | nodes | outside candidates |", "|---|---|---|---|---|---|",
-            f"| {args.time_budget} | {share['wall_s']} | {share['candidate_s']} | {share['screening_s']} | {share['nodes']} | {100 * share['outside_share']:.1f} % |",
-            "", "Where the wall time went (seconds; from the nodes' timestamps, see `phases()`):", "",
-            "| phase | seconds | share of wall |", "|---|---|---|",
-            *[f"| {k} | {v} | {100 * v / share['wall_s']:.2f} % |" for k, v in share["phases"].items()],
-            f"| screening candidates | {share['screening_s']} | {100 * share['screening_s'] / share['wall_s']:.2f} % |",
+            "## Share of wall time outside candidate programs (one worker)", "",
+            "| task | budget | wall (s) | candidates (s) | screening (s) | nodes | mean candidate (s) | outside candidates |",
+            "|---|---|---|---|---|---|---|---|",
+            *[f"| {sh['task']} | {args.time_budget} | {sh['wall_s']} | {sh['candidate_s']} | {sh['screening_s']} | {sh['nodes']} | "
+              f"{sh['candidate_s'] / max(sh['nodes'], 1):.1f} | {100 * sh['outside_share']:.1f} % |" for sh in shares],
+            "", "Where the wall time went (seconds and share of each run's wall; from the nodes' timestamps, see `phases()`):", "",
+            "| phase | " + " | ".join(sh["task"] for sh in shares) + " |", "|---|" + "---|" * len(shares),
+            *[f"| {k} | " + " | ".join(f"{sh['phases'][k]} ({100 * sh['phases'][k] / sh['wall_s']:.2f} %)" for sh in shares) + " |"
+              for k in shares[0]["phases"]],
+            "| screening candidates | " + " | ".join(f"{sh['screening_s']} ({100 * sh['screening_s'] / sh['wall_s']:.2f} %)" for sh in shares) + " |",
         ]
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text("\n".join(lines) + "\n")

@@ -294,6 +294,8 @@ def _fit_temperature(spec: TaskSpec, y_true: np.ndarray, blended: np.ndarray) ->
 
 # members tried alone with a fitted temperature besides the greedy blends (select_ensemble)
 _CALIBRATED_SINGLES = 5
+# criteria that depend only on the order of rows within each prediction column
+_RANK_CRITERIA = frozenset({"roc_auc", "mean_column_roc_auc"})
 
 
 def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.ndarray], *, max_steps: int = 25) -> EnsembleSelection:
@@ -302,7 +304,9 @@ def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.nd
     and the better kept, then a temperature is fitted on the blend and kept if it helps by more
     than 1e-6 of the criterion; the five members best before calibration are also tried alone,
     each with its own fitted temperature, and one of them replaces the blend if it is better
-    still. Regression tasks get the arithmetic blend only.
+    still. Regression tasks get the arithmetic blend only; binary and multilabel tasks scored
+    by ROC AUC skip the temperature steps (a per-column sigmoid temperature keeps each column's
+    order of rows, so it cannot change the criterion).
 
     Args and Raises: as :func:`greedy_selection`.
 
@@ -320,6 +324,10 @@ def select_ensemble(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.nd
     geo = greedy_selection(spec, y_true, oofs, max_steps=max_steps, blend="geometric")
     if better(geo.criterion_value, best.criterion_value):
         best = geo
+    if best.criterion in _RANK_CRITERIA and spec.task_kind in ("binary", "multilabel"):
+        # one sigmoid per column: a temperature keeps every column's order of rows, so it cannot
+        # change a ranking metric; and greedy selection's first step already is the best single
+        return best
     ids = list(best.weights)
     blended = blend_predictions(spec, [oofs[i] for i in ids], [best.weights[i] for i in ids], best.blend)
     t, value = _fit_temperature(spec, y_true, blended)

@@ -186,6 +186,7 @@ class Search:
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._ensemble_checked = 0  # valid search nodes when ensemble selection last ran
+        self._ensemble_select_s = 0.0  # seconds spent selecting ensembles during the search (this sitting)
         self._plan_queue: list = []  # screened draft plans, best first (multi-plan drafting)
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self._verdict_lock = threading.RLock()
@@ -730,15 +731,31 @@ class Search:
 
     def _ensemble_due(self, g) -> bool:
         """True when the mcgs policy should build an ensemble now: ``ensemble_every`` valid
-        search nodes have finished since the last ensemble node (or since the start)."""
+        search nodes have finished since the last ensemble node (or since the start), and the
+        time spent selecting ensembles during the search is within ``ensemble_time_share`` of
+        the elapsed wall time."""
+        from mcgs.graph import newest_first
+        from mcgs.policy import ranked_search_nodes
+
         every = self.settings.ensemble_every
         if self.settings.policy != "mcgs" or not self.settings.ensemble or every <= 0:
             return False
-        nodes = sorted((d["node"] for _, d in g.nodes(data=True)), key=lambda n: n.seq)
-        last_ens = max((n.seq for n in nodes if n.operator is Operator.ENSEMBLE), default=0)
-        valid = [n for n in nodes if n.is_valid and n.operator is not Operator.ENSEMBLE]
-        fresh = [n for n in valid if n.seq > last_ens]
-        return len(fresh) >= every and len(valid) >= self._ensemble_checked + every
+        valid = len(ranked_search_nodes(g, self.task.higher_is_better))
+        if valid < self._ensemble_checked + every:
+            return False
+        fresh = 0  # valid search nodes since the last ensemble node
+        for n in newest_first(g):
+            if n.operator is Operator.ENSEMBLE:
+                break
+            fresh += n.is_valid
+        if fresh < every:
+            return False
+        share = self.settings.ensemble_time_share
+        if share > 0 and self._ensemble_select_s > share * self.clock.elapsed:
+            logger.info("ensemble during the search put off: %.1f s spent selecting ensembles, over %.0f %% of %.0f s",
+                        self._ensemble_select_s, 100 * share, self.clock.elapsed)
+            return False
+        return True
 
     def _execute(self, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
         """Run a stored node's program in its workspace, evaluate it, and persist the verdict."""
@@ -803,6 +820,19 @@ class Search:
         Returns:
             The ensemble node, or None when fewer than two nodes are worth combining.
         """
+        t0 = time.monotonic()
+        node = self._add_ensemble_node(reason)
+        if reason != "final ensemble":
+            self._ensemble_select_s += time.monotonic() - t0
+        if node is None:
+            return None
+        final = reason == "final ensemble"
+        timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
+        return self._execute(node, timeout, seed=self.settings.seed)
+
+    def _add_ensemble_node(self, reason: str) -> FrozenNode | None:
+        """Select an ensemble (:meth:`build_ensemble`) and store it as a PENDING node; None when
+        fewer than two nodes are worth combining."""
         from mcgs.ensemble import nested_ensemble_score, render_ensemble_program, render_stacking_program, select_ensemble
         from mcgs.evaluation import read_predictions
 
@@ -878,9 +908,7 @@ class Search:
             owner=self.owner,
             lease_s=self.settings.lease_s,
         )
-        final = reason == "final ensemble"
-        timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
-        return self._execute(node, timeout, seed=self.settings.seed)
+        return node
 
     def _copy_members(self, node: FrozenNode, dest: Path) -> None:
         """Copy an ensemble node's members' prediction files to ``dest/members/<node>/``."""

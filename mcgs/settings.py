@@ -213,6 +213,12 @@ class SearchSettings(BaseSettings):
             source and its primary ancestors, so ideas that help other branches earn credit.
         ensemble_every: Build an ensemble node during the search each time this many new valid
             nodes have appeared since the last one (0 = only at the end); ``mcgs`` policy only.
+        ensemble_time_share: A due ensemble during the search is put off while the engine's
+            time spent selecting such ensembles (reading OOF predictions, greedy selection and
+            its cross-fitted score) exceeds this share of the run's elapsed wall time (0 = no
+            cap). With candidates of a few seconds (the demo task) selection would otherwise
+            take most of the engine's own share of the wall; with candidates of 10 s or more
+            it does not bind (``experiments/engine_cost.py``). The final ensemble is never put off.
         exploit_start, exploit_full: Fractions of the budget between which the share of
             selections taken from the global top-K rises linearly from 0 to
             ``exploit_max_share`` (about 50-70 %, as in ML-Master's switch to exploitation).
@@ -303,6 +309,7 @@ class SearchSettings(BaseSettings):
     max_fusion_refs: int = Field(2, ge=1, le=5)
     credit_share: float = Field(0.5, ge=0, le=1)
     ensemble_every: int = Field(10, ge=0)
+    ensemble_time_share: float = Field(0.02, ge=0, le=1)
     exploit_start: float = Field(0.5, ge=0, le=1)
     exploit_full: float = Field(0.7, ge=0, le=1)
     exploit_max_share: float = Field(0.5, ge=0, le=1)

@@ -253,3 +253,27 @@ def test_once_the_final_ensemble_exists_in_search_ensembles_no_longer_compete():
     # the final ensemble still has to pass the same test against the best single node
     poor = dataclasses.replace(final, config={"nested_score": 0.0400})
     assert choose_final(best, [lucky, poor], higher_is_better=False, standard_error=se) is best
+
+
+def test_binary_roc_auc_selection_fits_no_temperature_because_none_can_change_it(tmp_path, monkeypatch):
+    """For a binary task scored by ROC AUC the selection skips temperature scaling: dividing the
+    blend's log-odds by any temperature keeps the order of rows, so the criterion is unchanged."""
+    from mcgs.ensemble import _from_logits, _to_logits
+
+    spec = make_task(tmp_path / "t", "binary", metric="roc_auc")
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 400) == 1
+    # under-confident members (squeezed towards 0.5): for log loss a temperature below 1 would pay
+    oofs = {i: np.clip(0.5 + (y - 0.5) * rng.uniform(0.05, 0.4) + rng.normal(0, 0.25, 400), 0.01, 0.99)[:, None] for i in range(4)}
+    import mcgs.ensemble
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a temperature was fitted for a ranking criterion")
+
+    monkeypatch.setattr(mcgs.ensemble, "_fit_temperature", no_fit)
+    sel = select_ensemble(spec, y, oofs)
+    assert sel.temperature == 1.0 and len(sel.weights) >= 2
+    _, score, _ = selection_criterion(spec, y)
+    blended = blend_predictions(spec, [oofs[i] for i in sel.weights], list(sel.weights.values()), sel.blend)
+    for t in (0.3, 2.5):
+        assert score(_from_logits(spec, _to_logits(spec, blended) / t)) == pytest.approx(sel.criterion_value, abs=1e-12)

@@ -62,6 +62,24 @@ def test_ensembles_are_built_during_the_search_and_every_node_was_reviewed(graph
     assert all(n.review.get("verdict") == "passed" for n in nodes if n.code)
 
 
+def test_ensembles_during_the_search_are_put_off_beyond_their_time_share(demo_task, tmp_path, caplog):
+    """``ensemble_time_share`` caps the engine's time selecting ensembles during the search: at
+    a share no selection fits in, only the first one (nothing spent yet) is built, every later
+    due one is put off, and the final ensemble still comes."""
+    settings = SearchSettings(
+        time_budget_s=900, per_run_timeout_s=120, num_drafts=2, max_nodes=8, seed=0, plan_candidates=0,
+        ensemble_every=2, ensemble_time_share=1e-9, policy="mcgs",
+    )
+    search = create_search(demo_task, tmp_path / "run", settings=settings, coder=RecipeCoder(models=("model.logistic_regression", "model.knn")))
+    with caplog.at_level("INFO", logger="mcgs"):
+        search.run()
+    ensembles = [n for n in search.nodes() if n.operator is Operator.ENSEMBLE]
+    during = [n for n in ensembles if "ensemble during the search" in n.plan]
+    assert len(during) == 1 and any("final ensemble" in n.plan for n in ensembles)
+    assert "ensemble during the search put off" in caplog.text
+    assert search._ensemble_select_s > 0
+
+
 class SocketInjector:
     """Adds a socket import to the first program only (as a careless LLM might)."""
 
