@@ -820,13 +820,13 @@ class Search:
         Returns:
             The ensemble node, or None when fewer than two nodes are worth combining.
         """
+        final = reason == "final ensemble"
         t0 = time.monotonic()
         node = self._add_ensemble_node(reason)
-        if reason != "final ensemble":
+        if not final:
             self._ensemble_select_s += time.monotonic() - t0
         if node is None:
             return None
-        final = reason == "final ensemble"
         timeout = max(self.clock.remaining, 60.0) if final else min(self.settings.node_limit_s, self.clock.remaining - self._reserve_s)
         return self._execute(node, timeout, seed=self.settings.seed)
 
