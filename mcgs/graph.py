@@ -68,6 +68,15 @@ def register_cache(key: str, updater: Callable) -> None:
     _CACHES[key] = updater
 
 
+def cache_entries(g: nx.DiGraph, name: str) -> dict:
+    """The entries of the cache ``name`` on ``g.graph`` (a cache registered with
+    :func:`register_cache`), emptied first when they describe another state of the graph."""
+    cache = g.graph.get(name)
+    if cache is None or cache["key"] != cache_key(g):
+        cache = g.graph[name] = {"key": cache_key(g), "entries": {}}
+    return cache["entries"]
+
+
 def cache_key(g: nx.DiGraph) -> tuple[int, int]:
     """What a cache on ``g.graph`` is valid for: ``(node count, in-place updates)``; O(1)
     (networkx counts edges by summing degrees, so edges are not part of it)."""

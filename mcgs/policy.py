@@ -37,7 +37,7 @@ from typing import Sequence
 
 import networkx as nx
 
-from mcgs.graph import _derived, branch_node_ids, branch_of, cache_key, children, newest_first, node, primary_ancestors, register_cache, root_of, valid_nodes
+from mcgs.graph import _derived, branch_node_ids, branch_of, cache_entries, children, newest_first, node, primary_ancestors, register_cache, root_of, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
 
@@ -204,13 +204,11 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     edge) along its primary path, as a classic MCTS does, instead of summing every node again.
     The returned dict is the cache: callers must not modify it.
     """
-    cache = g.graph.get("_mcgs_tree_stats")
-    if cache is None or cache["key"] != cache_key(g):
-        cache = g.graph["_mcgs_tree_stats"] = {"key": cache_key(g), "params": {}}
+    entries = cache_entries(g, "_mcgs_tree_stats")
     params = (float(virtual_loss), float(credit_share))
-    if params not in cache["params"]:
-        cache["params"][params] = _tree_stats_full(g, *params)
-    return cache["params"][params][0]
+    if params not in entries:
+        entries[params] = _tree_stats_full(g, *params)
+    return entries[params][0]
 
 
 def _tree_stats_full(g: nx.DiGraph, virtual_loss: float, credit_share: float) -> tuple[dict[int, _Stats], dict[int, tuple]]:
@@ -252,7 +250,7 @@ def _update_tree_stats(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
     credit edge."""
     fnodes = _derived(g)["nodes"]
     credit_edges = {e.dst for e in new_edges if e.kind in (EdgeKind.FUSES, EdgeKind.REFERENCES)}
-    for (virtual_loss, share), (stats, records) in cache["params"].items():
+    for (virtual_loss, share), (stats, records) in cache["entries"].items():
         for old, new in changes:
             if old is None:
                 stats[new.id] = _Stats()
@@ -321,10 +319,7 @@ def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[Froze
     branch created after it (its spent patience). Cached on the graph per branch and kept up
     to date by :func:`mcgs.graph.update_graph` (a new valid node that does not beat the best
     adds one to the count; one that does, or an older one, has the branch recounted)."""
-    cache = g.graph.get("_mcgs_branch_best")
-    if cache is None or cache["key"] != cache_key(g):
-        cache = g.graph["_mcgs_branch_best"] = {"key": cache_key(g), "entries": {}}
-    entries = cache["entries"]
+    entries = cache_entries(g, "_mcgs_branch_best")
     if (head, higher_is_better) in entries:
         return entries[head, higher_is_better]
     members = [m for m in branch_members(g, head) if m.is_valid]
@@ -370,14 +365,12 @@ def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[flo
     ``(sort key, seq, node id)``. Cached on the graph and kept sorted by
     :func:`mcgs.graph.update_graph` (a new valid node is inserted by bisection), so the global
     top-K costs no sort of every node. The returned list is the cache: do not modify it."""
-    cache = g.graph.get("_mcgs_ranking")
-    if cache is None or cache["key"] != cache_key(g):
-        cache = g.graph["_mcgs_ranking"] = {"key": cache_key(g), "entries": {}}
-    if higher_is_better not in cache["entries"]:
-        cache["entries"][higher_is_better] = sorted(
+    entries = cache_entries(g, "_mcgs_ranking")
+    if higher_is_better not in entries:
+        entries[higher_is_better] = sorted(
             _rank_key(n, higher_is_better) for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE
         )
-    return cache["entries"][higher_is_better]
+    return entries[higher_is_better]
 
 
 def _update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
