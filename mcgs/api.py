@@ -40,8 +40,8 @@ def create_search(
     *,
     run_dir: str | Path | None = None,
     storage: str | None = None,
-    coder: str | Coder = "auto",
-    policy: str = "mcgs",
+    coder: str | Coder | None = None,
+    policy: str | None = None,
     callbacks: Sequence[Callable[[Search, FrozenNode], None]] = (),
     settings: SearchSettings | None = None,
     baseline: str | Path | None = None,
@@ -57,8 +57,10 @@ def create_search(
         storage: SQLAlchemy URL of the storage (e.g. PostgreSQL for workers on several
             machines); default ``sqlite:///RUN_DIR/mcgs.db``.
         coder: ``"recipe"`` (offline), ``"anthropic"``, ``"auto"``, or an object with
-            ``write(request) -> CoderAnswer`` (:class:`mcgs.coders.Coder`).
+            ``write(request) -> CoderAnswer`` (:class:`mcgs.coders.Coder`). None: the coder of
+            ``settings``, else ``MCGS_CODER`` or the settings file, else ``"auto"``.
         policy: ``"mcgs"`` (graph search), ``"tree"`` (UCT over a tree) or ``"greedy"`` (AIDE's).
+            None: as for ``coder`` (``MCGS_POLICY``; default ``"mcgs"``).
         callbacks: Called as ``callback(search, node)`` after every finished node, with a frozen
             snapshot of the node. An exception in a callback stops the run (every finished node
             is kept; running it again resumes) and reaches the caller of ``run``.
@@ -80,10 +82,12 @@ def create_search(
     from mcgs.settings import SearchSettings
     from mcgs.task import TaskSpec, load_task
 
-    if policy not in _POLICIES:
+    if policy is not None and policy not in _POLICIES:
         raise ValueError(f"policy must be one of {', '.join(_POLICIES)}, got {policy!r}")
     coder_obj = None
-    if isinstance(coder, str):
+    if coder is None:
+        pass  # from settings, MCGS_CODER, the settings file, or the default (auto)
+    elif isinstance(coder, str):
         if coder not in _CODERS:
             raise ValueError(f"coder must be one of {', '.join(_CODERS)} or a Coder object, got {coder!r}")
         options.setdefault("coder", coder)
@@ -92,7 +96,8 @@ def create_search(
             raise ValueError(f"coder {coder!r} has no write(request) method; see mcgs.coders.Coder")
         coder_obj = coder
         options.setdefault("coder", "recipe")  # what a resumed run falls back to without this object
-    options["policy"] = policy
+    if policy is not None:
+        options["policy"] = policy
     if isinstance(settings, dict):  # the fields of SearchSettings, as a mapping
         settings = SearchSettings(**settings)
     if settings is not None and not isinstance(settings, SearchSettings):

@@ -262,22 +262,29 @@ def run(
         None, "--prompt", help="Instead of TASK: a request in plain words (what to predict, the metric, constraints); needs --data."
     ),
     data: Optional[Path] = typer.Option(None, "--data", help="With --prompt: the folder holding train.csv and test.csv (not written to)."),
-    time_budget: str = typer.Option("10m", help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
-    per_run_timeout: str = typer.Option("5m", help="Wall-clock limit of one candidate program."),
-    seed: int = typer.Option(0, help="Seed of the search."),
+    # Options left out are None here and are not passed on, so MCGS_* environment variables and
+    # the settings file can set them (docs/user_guide.md, Settings); the help shows the default.
+    time_budget: Optional[str] = typer.Option(None, show_default="10m", help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
+    per_run_timeout: Optional[str] = typer.Option(None, show_default="5m", help="Wall-clock limit of one candidate program."),
+    seed: Optional[int] = typer.Option(None, show_default="0", help="Seed of the search."),
     max_nodes: Optional[int] = typer.Option(None, help="Stop after this many finished nodes."),
-    memory_mb: int = typer.Option(8192, help="Memory limit of one candidate, MiB."),
-    workers: int = typer.Option(1, min=1, help="Candidates run at once; each gets an equal share of --cpu-threads."),
-    cpu_threads: int = typer.Option(2, min=1, help="Threads all running candidates may use together (cores to give the search)."),
-    plans: int = typer.Option(
-        8, min=0, help="Draft plans screened on a row subsample before the first draft; the best are drafted first (0 = off)."
+    memory_mb: Optional[int] = typer.Option(None, show_default="8192", help="Memory limit of one candidate, MiB."),
+    workers: Optional[int] = typer.Option(None, min=1, show_default="1", help="Candidates run at once; each gets an equal share of --cpu-threads."),
+    cpu_threads: Optional[int] = typer.Option(
+        None, min=1, show_default="2", help="Threads all running candidates may use together (cores to give the search)."
     ),
-    policy: str = typer.Option(
-        "mcgs",
+    plans: Optional[int] = typer.Option(
+        None, min=0, show_default="8", help="Draft plans screened on a row subsample before the first draft; the best are drafted first (0 = off)."
+    ),
+    policy: Optional[str] = typer.Option(
+        None,
+        show_default="mcgs",
         help="Search policy: mcgs (UCT + Evolve/Fusion/Aggregate/ensembles), tree (UCT only) or greedy (AIDE's).",
     ),
-    coder: str = typer.Option(
-        "auto", help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set)."
+    coder: Optional[str] = typer.Option(
+        None,
+        show_default="auto",
+        help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set).",
     ),
     max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With the anthropic coder: stop calling the API before this many US dollars are spent."),
     models: Optional[str] = typer.Option(
@@ -299,22 +306,23 @@ def run(
         from mcgs.search import create_search
         from mcgs.settings import SearchSettings
 
-        coder = _choice("--coder", coder, ("auto", "recipe", "anthropic"))
-        reader = _request_reader(coder) if prompt is not None else None
+        given = {
+            "time_budget_s": None if time_budget is None else _duration("--time-budget", time_budget),
+            "per_run_timeout_s": None if per_run_timeout is None else _duration("--per-run-timeout", per_run_timeout),
+            "seed": seed,
+            "max_nodes": max_nodes,
+            "memory_mb": memory_mb,
+            "workers": workers,
+            "cpu_threads": cpu_threads,
+            "policy": None if policy is None else _choice("--policy", policy, ("mcgs", "tree", "greedy")),
+            "plan_candidates": plans,
+            "coder": None if coder is None else _choice("--coder", coder, ("auto", "recipe", "anthropic")),
+            "recipe_models": None if models is None else [m.strip() for m in models.split(",") if m.strip()],
+        }
+        # an option given wins; the others come from MCGS_* variables, the settings file or the default
+        settings = SearchSettings(**{k: v for k, v in given.items() if v is not None})
+        reader = _request_reader(settings.coder) if prompt is not None else None
         task = _task_argument(task, prompt, data, out_dir, reader=reader)
-        settings = SearchSettings(
-            time_budget_s=_duration("--time-budget", time_budget),
-            per_run_timeout_s=_duration("--per-run-timeout", per_run_timeout),
-            seed=seed,
-            max_nodes=max_nodes,
-            memory_mb=memory_mb,
-            workers=workers,
-            cpu_threads=cpu_threads,
-            policy=_choice("--policy", policy, ("mcgs", "tree", "greedy")),
-            plan_candidates=plans,
-            coder=coder,
-            **({"recipe_models": [m.strip() for m in models.split(",") if m.strip()]} if models is not None else {}),
-        )
         if max_cost_usd is not None:
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):

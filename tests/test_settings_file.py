@@ -37,3 +37,58 @@ def test_a_bad_settings_file_is_named_with_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("MCGS_SETTINGS_FILE", str(tmp_path / "missing.toml"))
     with pytest.raises(ValueError, match="MCGS_SETTINGS_FILE=.*missing.toml: no such file"):
         SearchSettings()
+
+
+def _settings_of_run_command(monkeypatch, args: list[str], env: dict[str, str]) -> SearchSettings:
+    """The SearchSettings `mcgs run ARGS` hands to the search (the search itself is not run)."""
+    import mcgs.cli
+    import mcgs.search
+
+    seen: list[SearchSettings] = []
+
+    def capture(task, out_dir, *, settings, **kwargs):
+        seen.append(settings)
+        return None
+
+    monkeypatch.setattr(mcgs.search, "create_search", capture)
+    monkeypatch.setattr(mcgs.cli, "_drive", lambda search: None)
+    res = CliRunner().invoke(app, ["run", *args], env={"COLUMNS": "200", **env})
+    assert res.exit_code == 0, res.output
+    return seen[0]
+
+
+def test_mcgs_run_takes_what_its_options_leave_out_from_the_environment_and_the_settings_file(tmp_path, monkeypatch):
+    """Only the options given on the command line override MCGS_* variables and mcgs.toml; an
+    option left out used to pass its default and silently hide them."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
+    for name in ("MCGS_POLICY", "MCGS_PLAN_CANDIDATES", "MCGS_CPU_THREADS", "MCGS_WORKERS", "MCGS_MEMORY_MB"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "mcgs.toml").write_text("workers = 2\nmemory_mb = 4096\n")
+    env = {"MCGS_POLICY": "tree", "MCGS_PLAN_CANDIDATES": "0"}
+    s = _settings_of_run_command(monkeypatch, [str(tmp_path), "--out", str(tmp_path / "run")], env)
+    assert (s.policy, s.plan_candidates, s.workers, s.memory_mb) == ("tree", 0, 2, 4096)
+    assert (s.time_budget_s, s.per_run_timeout_s, s.seed, s.cpu_threads, s.coder) == (600.0, 300.0, 0, 2, "auto")  # defaults
+    given = ["--policy", "greedy", "--plans", "3", "--workers", "1", "--memory-mb", "2048", "--time-budget", "90s", "--seed", "4"]
+    s = _settings_of_run_command(monkeypatch, [str(tmp_path), "--out", str(tmp_path / "run"), *given], env)
+    assert (s.policy, s.plan_candidates, s.workers, s.memory_mb, s.time_budget_s, s.seed) == ("greedy", 3, 1, 2048, 90.0, 4)
+
+
+def test_create_search_keeps_the_policy_and_coder_of_its_settings_and_environment(tmp_path, monkeypatch):
+    """`mcgs.create_search` without ``policy=`` / ``coder=`` takes them from ``settings`` or
+    MCGS_POLICY / MCGS_CODER (it used to reset them to mcgs / auto)."""
+    import mcgs
+    from recipe_runs import make_task
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
+    monkeypatch.delenv("MCGS_CODER", raising=False)
+    task = make_task(tmp_path / "task", "binary")
+    search = mcgs.create_search(task, run_dir=tmp_path / "a", settings=SearchSettings(policy="tree", coder="recipe"))
+    assert (search.settings.policy, search.settings.coder) == ("tree", "recipe")
+    monkeypatch.setenv("MCGS_POLICY", "greedy")
+    monkeypatch.setenv("MCGS_CODER", "recipe")
+    search = mcgs.create_search(task, run_dir=tmp_path / "b")
+    assert (search.settings.policy, search.settings.coder) == ("greedy", "recipe")
+    search = mcgs.create_search(task, run_dir=tmp_path / "c", policy="mcgs")
+    assert search.settings.policy == "mcgs"
