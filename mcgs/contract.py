@@ -78,7 +78,7 @@ class TaskJson(BaseModel):
     Attributes:
         contract_version: Version of this contract; bumped on any incompatible change.
         task_name, description: What the task is.
-        task_kind: binary, multiclass, regression, multi_target_regression.
+        task_kind: binary, multiclass, multilabel, regression, multi_target_regression.
         metric, higher_is_better: For information only; the engine scores.
         files: ``train``, ``test``, ``sample_submission`` -> :class:`FileInfo`.
         id_column: Column identifying test rows (or None: match by row order).

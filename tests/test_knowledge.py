@@ -92,9 +92,31 @@ def test_retrieval_on_real_text_and_time_tasks(shared_data, tmp_path):
     assert len(TIME & set(top)) >= 3, top
 
 
-def test_every_entry_is_documented():
+def _applies_to_text(entry) -> str:
+    """An entry's conditions as docs/knowledge_base.md's table writes them."""
+    from mcgs.knowledge_base import Applicability
+
+    every_kind = set(Applicability().task_kinds)
+    parts = []
+    for name, value in entry.applies_to.model_dump().items():
+        if name == "task_kinds":
+            if set(value) != every_kind:
+                parts.append("kinds=" + "/".join(value))
+        elif value is not None:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts) or "always"
+
+
+def test_every_entry_is_documented_with_the_conditions_it_has():
+    import re
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "knowledge_base.md").read_text()
     missing = [e.id for e in load_entries() if f"`{e.id}`" not in doc]
     assert not missing, f"add to docs/knowledge_base.md: {missing}"
+    stale = {}
+    for e in load_entries():
+        row = re.search(r"^\| `" + re.escape(e.id) + r"` \| [^|]+\| [^|]+\| ([^|]+) \|", doc, re.M)
+        if row is None or row.group(1).strip() != _applies_to_text(e):
+            stale[e.id] = _applies_to_text(e)
+    assert not stale, f"docs/knowledge_base.md: set the 'applies to' cell of these entries to {stale}"
