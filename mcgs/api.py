@@ -85,13 +85,11 @@ def create_search(
     if policy is not None and policy not in _POLICIES:
         raise ValueError(f"policy must be one of {', '.join(_POLICIES)}, got {policy!r}")
     coder_obj = None
-    if coder is None:
-        pass  # from settings, MCGS_CODER, the settings file, or the default (auto)
-    elif isinstance(coder, str):
+    if isinstance(coder, str):  # None: from settings, MCGS_CODER, the settings file, or auto
         if coder not in _CODERS:
             raise ValueError(f"coder must be one of {', '.join(_CODERS)} or a Coder object, got {coder!r}")
         options.setdefault("coder", coder)
-    else:
+    elif coder is not None:
         if not callable(getattr(coder, "write", None)):
             raise ValueError(f"coder {coder!r} has no write(request) method; see mcgs.coders.Coder")
         coder_obj = coder
