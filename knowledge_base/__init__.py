@@ -64,6 +64,10 @@ class Recipe(BaseModel):
         seeded: The model's fit depends on its random seed (bagging, row or column subsampling,
             random initialisation). Averaging seeds only helps these; for a deterministic
             model (a linear model fitted by lbfgs, k-NN, naive Bayes) it repeats one fit.
+        family: Model class shared with other entries that differ only in their penalty or
+            loss (``linear``: ridge, lasso / elastic net, logistic regression). Draft gives
+            every family one draft before it spends a second draft on a family, so the drafts
+            differ in kind (DESIGN §5). None = the entry is a family of its own.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -79,6 +83,7 @@ class Recipe(BaseModel):
     always: bool = False
     interpretable: bool = False
     seeded: bool = True
+    family: str | None = None
 
 
 class Applicability(BaseModel):

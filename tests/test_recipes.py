@@ -146,6 +146,27 @@ def test_drafts_differ_in_kind_and_improve_changes_one_thing(tmp_path):
     assert strat.config["change"].startswith("strategy:")
 
 
+def test_drafts_cover_every_family_before_a_second_linear_model(tmp_path):
+    """Lasso and ridge are one family (linear): on a regression task the other families get
+    their drafts before ridge (the 2026-12-01 ablation's nomad2018 drafts were LightGBM, lasso,
+    ridge, ...; the pool then held one strong family)."""
+    spec = make_task(tmp_path / "t", "regression")
+    prof = profile_task(spec)
+    applicable = [e.id for e in retrieve(prof, recipe_kind="model")]
+    assert {"model.lasso", "model.ridge"} <= set(applicable)
+    coder = RecipeCoder(seed=0)
+    drafts = []
+    for k in range(len(applicable)):
+        ans = coder.write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=prof, siblings=tuple(drafts), seed=k, per_run_timeout_s=600.0))
+        drafts.append(FrozenNode(id=k + 1, seq=k + 1, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.1, config=ans.config))
+    order = [d.config["model"] for d in drafts]
+    assert sorted(order) == sorted(applicable)  # every entry is still drafted once
+    assert order.index("model.lasso") < order.index("model.ridge")
+    assert order[-1] == "model.ridge"  # after every other family
+    # a family of its own per entry, unless declared: the lower-priority k-NN comes before ridge
+    assert order.index("model.knn") < order.index("model.ridge")
+
+
 def test_debug_maps_failures_to_fixes(tmp_path):
     spec = make_task(tmp_path / "t", "binary")
     prof = profile_task(spec)

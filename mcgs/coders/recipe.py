@@ -9,7 +9,9 @@ and rendered from ``knowledge_base/recipes/solution.py.j2`` plus the model's and
 feature blocks' templates. Operators act on the config (DESIGN §5):
 
 * **Draft** picks a model entry that fits the profile and that no other draft used yet (drafts
-  differ in kind, not only in seed), with the default feature blocks.
+  differ in kind, not only in seed), from a family no draft used yet when one is left (ridge
+  waits until every other family has a draft when lasso has one), with the default feature
+  blocks.
 * **Improve** escalates by tier: 0 changes one model parameter within its range (one not
   changed by a sibling), 1 toggles a feature block, 2 changes strategy (another model family or
   seed averaging).
@@ -54,6 +56,11 @@ def _feature_entries(profile: dict[str, Any]) -> dict[str, KnowledgeEntry]:
 
 def _model_entries(profile: dict[str, Any]) -> list[KnowledgeEntry]:
     return retrieve(profile, recipe_kind="model")
+
+
+def _family(entry: KnowledgeEntry) -> str:
+    """The model family an entry belongs to (its own id unless it declares one)."""
+    return (entry.recipe.family if entry.recipe else None) or entry.id
 
 
 def _fmt(v: Any) -> Any:
@@ -195,8 +202,11 @@ class RecipeCoder:
         models = self._models(req.profile)
         used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
         unused = [m for m in models if m.id not in used]
-        # Under a short time limit, families expected to need more than half of it are drafted last.
-        unused.sort(key=lambda m: self._expected_fit_s(m, req.profile) > 0.5 * req.per_run_timeout_s)
+        drafted_families = {_family(m) for m in models if m.id in used}
+        # Under a short time limit, entries expected to need more than half of it are drafted
+        # last; otherwise a family with no draft yet comes before a second member of a drafted
+        # one (ridge after lasso): the ensemble needs members that err differently.
+        unused.sort(key=lambda m: (self._expected_fit_s(m, req.profile) > 0.5 * req.per_run_timeout_s, _family(m) in drafted_families))
         entry = unused[0] if unused else rng.choice(models)
         config = self.default_config(entry.id, req.profile)
         if not unused:
