@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mcgs.settings import format_duration, setting_choices, setting_default
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
 mlebench_app = typer.Typer(no_args_is_help=True, help="Prepare and grade MLE-bench competitions offline.")
 app.add_typer(mlebench_app, name="mlebench")
@@ -162,7 +164,7 @@ def _drive(search) -> None:
     metric = f"{search.task.metric} ({'higher' if search.task.higher_is_better else 'lower'} is better)"
 
     def describe() -> str:
-        nodes = [n for n in search.nodes() if n.state.is_finished()]
+        nodes = [n for n in search.nodes() if n.parent_id is not None]  # as the summary counts them
         best = search.best_node
         best_txt = f"{best.score:.5f}" if best else "-"
         return f"nodes {len(nodes)} | valid {sum(n.is_valid for n in nodes)} | best {metric} {best_txt}"
@@ -203,6 +205,7 @@ def _drive(search) -> None:
             raise typer.Exit(130)
         finally:
             stop.set()
+        progress.update(task_id, description=describe())  # nodes that ended without a callback (interrupted at the deadline)
     if _summary(search) is None:  # scripts see a failed run: nothing to hand in
         console.print(f"[bold red]error:[/] no candidate produced a valid submission; `mcgs report {escape(str(search.run_dir))} -o report.html` shows each node's error", soft_wrap=True)
         raise typer.Exit(1)
@@ -264,26 +267,26 @@ def run(
     data: Optional[Path] = typer.Option(None, "--data", help="With --prompt: the folder holding train.csv and test.csv (not written to)."),
     # Options left out are None here and are not passed on, so MCGS_* environment variables and
     # the settings file can set them (docs/user_guide.md, Settings); the help shows the default.
-    time_budget: Optional[str] = typer.Option(None, show_default="10m", help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
-    per_run_timeout: Optional[str] = typer.Option(None, show_default="5m", help="Wall-clock limit of one candidate program."),
-    seed: Optional[int] = typer.Option(None, show_default="0", help="Seed of the search."),
+    time_budget: Optional[str] = typer.Option(None, show_default=format_duration(setting_default("time_budget_s")), help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
+    per_run_timeout: Optional[str] = typer.Option(None, show_default=format_duration(setting_default("per_run_timeout_s")), help="Wall-clock limit of one candidate program."),
+    seed: Optional[int] = typer.Option(None, show_default=str(setting_default("seed")), help="Seed of the search."),
     max_nodes: Optional[int] = typer.Option(None, help="Stop after this many finished nodes."),
-    memory_mb: Optional[int] = typer.Option(None, show_default="8192", help="Memory limit of one candidate, MiB."),
-    workers: Optional[int] = typer.Option(None, min=1, show_default="1", help="Candidates run at once; each gets an equal share of --cpu-threads."),
+    memory_mb: Optional[int] = typer.Option(None, show_default=str(setting_default("memory_mb")), help="Memory limit of one candidate, MiB."),
+    workers: Optional[int] = typer.Option(None, min=1, show_default=str(setting_default("workers")), help="Candidates run at once; each gets an equal share of --cpu-threads."),
     cpu_threads: Optional[int] = typer.Option(
-        None, min=1, show_default="2", help="Threads all running candidates may use together (cores to give the search)."
+        None, min=1, show_default=str(setting_default("cpu_threads")), help="Threads all running candidates may use together (cores to give the search)."
     ),
     plans: Optional[int] = typer.Option(
-        None, min=0, show_default="8", help="Draft plans screened on a row subsample before the first draft; the best are drafted first (0 = off)."
+        None, min=0, show_default=str(setting_default("plan_candidates")), help="Draft plans screened on a row subsample before the first draft; the best are drafted first (0 = off)."
     ),
     policy: Optional[str] = typer.Option(
         None,
-        show_default="mcgs",
+        show_default=setting_default("policy"),
         help="Search policy: mcgs (UCT + Evolve/Fusion/Aggregate/ensembles), tree (UCT only) or greedy (AIDE's).",
     ),
     coder: Optional[str] = typer.Option(
         None,
-        show_default="auto",
+        show_default=setting_default("coder"),
         help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set).",
     ),
     max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With the anthropic coder: stop calling the API before this many US dollars are spent."),
@@ -314,9 +317,9 @@ def run(
             "memory_mb": memory_mb,
             "workers": workers,
             "cpu_threads": cpu_threads,
-            "policy": None if policy is None else _choice("--policy", policy, ("mcgs", "tree", "greedy")),
+            "policy": None if policy is None else _choice("--policy", policy, setting_choices("policy")),
             "plan_candidates": plans,
-            "coder": None if coder is None else _choice("--coder", coder, ("auto", "recipe", "anthropic")),
+            "coder": None if coder is None else _choice("--coder", coder, setting_choices("coder")),
             "recipe_models": None if models is None else [m.strip() for m in models.split(",") if m.strip()],
         }
         # an option given wins; the others come from MCGS_* variables, the settings file or the default
@@ -403,7 +406,7 @@ def request(
     with _user_errors():
         from mcgs.request import RequestError, parse_request
 
-        parsed = parse_request(prompt, data, reader=_request_reader(_choice("--coder", coder, ("auto", "recipe", "anthropic"))))
+        parsed = parse_request(prompt, data, reader=_request_reader(_choice("--coder", coder, setting_choices("coder"))))
         _show_request(parsed)
         if parsed.problems:
             raise RequestError(parsed.problems)
@@ -686,7 +689,7 @@ def mlebench_campaign(
             raise _UserError("give at least one competition (--competitions) and one seed (--seeds)")
         spec = CampaignSpec(
             competitions=comps, seeds=seed_list, time_budget_s=_duration("--time-budget", time_budget), data_dir=data, out_dir=out_dir,
-            raw_root=raw, settings={"coder": _choice("--coder", coder, ("auto", "recipe", "anthropic"))},
+            raw_root=raw, settings={"coder": _choice("--coder", coder, setting_choices("coder"))},
         )
         try:
             result = run_campaign(spec, say=_say)
