@@ -22,6 +22,8 @@ import datetime as _dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from mcgs.settings import setting_choices
+
 if TYPE_CHECKING:
     from mcgs.coders import Coder
     from mcgs.node import FrozenNode
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["create_search", "load_search"]
 
-_CODERS = ("auto", "recipe", "anthropic")
-_POLICIES = ("mcgs", "tree", "greedy")
+_CODERS = setting_choices("coder")
+_POLICIES = setting_choices("policy")
 
 
 def create_search(

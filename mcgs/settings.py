@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "settings_file"]
+__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "format_duration", "setting_choices", "setting_default", "settings_file"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -58,6 +58,14 @@ def parse_duration(text: str | float | int) -> float:
     if value <= 0:
         raise ValueError(f"duration {text!r} must be positive")
     return value
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest form :func:`parse_duration` reads back: ``600`` -> ``"10m"``, ``90`` -> ``"90s"``."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 class ModelPrice(BaseModel):
@@ -352,3 +360,24 @@ class SearchSettings(BaseSettings):
         if self.exploit_full < self.exploit_start:
             raise ValueError(f"exploit_full ({self.exploit_full}) must not be below exploit_start ({self.exploit_start})")
         return self
+
+
+def setting_default(name: str) -> Any:
+    """The built-in default of a :class:`SearchSettings` field (what the CLI's help shows).
+
+    Raises:
+        KeyError: no such field.
+    """
+    return SearchSettings.model_fields[name].get_default(call_default_factory=True)
+
+
+def setting_choices(name: str) -> tuple[str, ...]:
+    """The allowed values of a :class:`SearchSettings` field typed as a ``Literal``.
+
+    Raises:
+        KeyError: no such field. ValueError: the field is not a ``Literal``.
+    """
+    choices = get_args(SearchSettings.model_fields[name].annotation)
+    if not choices or not all(isinstance(c, str) for c in choices):
+        raise ValueError(f"setting {name!r} has no fixed choices")
+    return tuple(choices)

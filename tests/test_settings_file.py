@@ -92,3 +92,22 @@ def test_create_search_keeps_the_policy_and_coder_of_its_settings_and_environmen
     assert (search.settings.policy, search.settings.coder) == ("greedy", "recipe")
     search = mcgs.create_search(task, run_dir=tmp_path / "c", policy="mcgs")
     assert search.settings.policy == "mcgs"
+
+
+def test_run_help_shows_the_settings_defaults_and_choices(monkeypatch):
+    """`mcgs run --help` reads its defaults and choices from SearchSettings, so they cannot
+    drift apart (the help once repeated them as literals)."""
+    from mcgs.settings import format_duration, parse_duration, setting_choices, setting_default
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = CliRunner().invoke(app, ["run", "--help"]).output
+    d = SearchSettings.model_fields
+    assert parse_duration(format_duration(d["time_budget_s"].default)) == d["time_budget_s"].default
+    for shown in (format_duration(setting_default("time_budget_s")), format_duration(setting_default("per_run_timeout_s")),
+                  str(setting_default("memory_mb")), setting_default("policy"), setting_default("coder")):
+        assert f"[default: ({shown})]" in out
+    assert setting_choices("policy") == ("mcgs", "tree", "greedy")
+    with pytest.raises(ValueError):
+        setting_choices("seed")
+    bad = CliRunner().invoke(app, ["run", "x", "--out", "y", "--policy", "bogus"])
+    assert bad.exit_code != 0 and all(p in bad.output for p in setting_choices("policy"))
