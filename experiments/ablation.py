@@ -15,7 +15,8 @@ the budget's reserved slice unless greedy selection kept one node). The report g
   (direction-aware, 1 = best), averaged over seeds, and the mean over tasks per policy;
 * tasks won per policy (highest mean normalised score on the task);
 * per task, the median over seeds (mcgs policy) of the final submission's and of the final
-  ensemble node's held-out score against the best single node's.
+  ensemble node's held-out score against the best single node's, and per run the ensemble's
+  advantage with a paired bootstrap interval over the held-out rows (:func:`heldout_difference`).
 
 Resumable: a run whose storage says ``finished`` is not run again, only graded.
 ``--parallel-runs 2`` runs two searches at once with one core each (the same conditions for
@@ -93,6 +94,71 @@ def grade(task_id: str, submission: Path, data: Path) -> float | None:
         return round(get_metric("rmsle").score(merged["SalePrice"], merged["SalePrice_pred"]), 5)
     report = grade_submission(task_id, submission, data)
     return report.score if report.valid_submission else None
+
+
+def _heldout_frames(task_id: str, data: Path):
+    """(answers, id column, score function(submission, answers)) of a task's held-out split."""
+    if task_id == HOUSE:
+        metric = get_metric("rmsle")
+
+        def score(sub: pd.DataFrame, ans: pd.DataFrame) -> float:
+            merged = ans.merge(sub, on="Id", suffixes=("", "_pred"), how="left")
+            return metric.score(merged["SalePrice"], merged["SalePrice_pred"])
+
+        return pd.read_csv(data / HOUSE / "holdout_answers.csv"), "Id", score
+    from mcgs.mlebench.grade import _load_config
+    from mcgs.mlebench.registry import get_competition
+
+    spec = get_competition(task_id)
+    config = _load_config(data / task_id, task_id)
+    answers = pd.read_csv(data / task_id / config["dataset"]["answers"])
+    return answers, spec.match_column or spec.id_column, lambda sub, ans: float(spec.load_grade_fn()(sub, ans, spec))
+
+
+def heldout_difference(task_id: str, sub_a: Path, sub_b: Path, data: Path, lower_is_better: bool,
+                       n_boot: int = 1000, seed: int = 0) -> dict | None:
+    """How much better submission A is than B on the held-out rows, with a paired bootstrap.
+
+    The held-out rows are resampled with replacement (the same rows for A and B; ids are
+    renumbered so that repeated rows stay distinct for the grader) ``n_boot`` times, and the
+    task's grader scores both on each resample (Efron & Tibshirani, *An Introduction to the
+    Bootstrap*, 1993, ch. 13, percentile interval).
+
+    Returns:
+        ``{"gain": A's advantage on the full split (positive = A better, metric units),
+        "lo": 2.5th and "hi": 97.5th percentile of the resampled advantages,
+        "p_better": share of resamples where A is better}``, or None when either submission
+        is missing or does not cover the held-out ids.
+    """
+    import numpy as np
+
+    if not (Path(sub_a).is_file() and Path(sub_b).is_file()):
+        return None
+    answers, id_col, score = _heldout_frames(task_id, data)
+    subs = []
+    for path in (sub_a, sub_b):
+        sub = pd.read_csv(path)
+        sub = answers[[id_col]].merge(sub, on=id_col, how="left")  # answer order, one row each
+        if len(sub) != len(answers) or sub.isna().any().any():
+            return None
+        subs.append(sub)
+    sign = -1.0 if lower_is_better else 1.0
+    gain = sign * (score(subs[0], answers) - score(subs[1], answers))
+    rng = np.random.default_rng(seed)
+    gains = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(answers), len(answers))
+        ans = answers.iloc[idx].reset_index(drop=True)
+        ans[id_col] = np.arange(len(ans))
+        pair = []
+        for sub in subs:
+            s = sub.iloc[idx].reset_index(drop=True)
+            s[id_col] = np.arange(len(s))
+            pair.append(score(s, ans))
+        gains.append(sign * (pair[0] - pair[1]))
+    g = np.asarray(gains)
+    return {"gain": round(float(gain), 6), "lo": round(float(np.percentile(g, 2.5)), 6), "hi": round(float(np.percentile(g, 97.5)), 6),
+            "p_better": round(float(np.mean(g > 0)), 3)}
 
 
 def run_status(run_dir: Path) -> str | None:
@@ -277,6 +343,11 @@ def main() -> int:
                 e = round(statistics.median(r["final_ensemble_score"] for r in er), 6)
                 eb = round(statistics.median(r["best_single_score"] for r in er), 6)
                 ens[t].update(final_ensemble=e, ensemble_runs=len(er), ensemble_best_single=eb, ensemble_beats_single=(e < eb) if lower[t] else (e > eb))
+    for r in rows:  # how sure the held-out split is about the final ensemble against the best single node
+        r["ensemble_advantage"] = (
+            heldout_difference(r["task"], Path(r["final_ensemble_submission"]), Path(r["best_single_submission"]), data, lower[r["task"]])
+            if r["policy"] == "mcgs" and r["final_ensemble_submission"] and r["best_single_submission"] else None
+        )
     finished = {p: [j[4] for j in jobs if j[2] == p and run_status(j[4]) == "finished"] for p in policies}
     time_rows = operator_time(finished)
     out = {
@@ -324,6 +395,15 @@ def main() -> int:
             ecells = (f"{e['final_ensemble']} ({e['ensemble_runs']}) | {e['ensemble_best_single']} | {e['ensemble_beats_single']}"
                       if "final_ensemble" in e else "- (0) | - | -")
             lines.append(f"| {t} | {e['final']} | {e['best_single']} | {e['final_beats_single']} | {ecells} |")
+        lines += ["", "The same comparison run by run (mcgs policy), with how sure the held-out split is: the ensemble's advantage "
+                  "(positive = better than the best single node, metric units) and a paired bootstrap over the held-out rows "
+                  "(1000 resamples, the same rows for both submissions; 95 % percentile interval, share of resamples where the ensemble is better):", "",
+                  "| task | seed | final ensemble | best single node | advantage | 95 % interval | resamples better |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            a = r.get("ensemble_advantage")
+            if a is not None:
+                lines.append(f"| {r['task']} | {r['seed']} | {r['final_ensemble_score']} | {r['best_single_score']} | {a['gain']:+.5f} | "
+                             f"[{a['lo']:+.5f}, {a['hi']:+.5f}] | {a['p_better']:.0%} |")
         lines += ["", "Per run:", "", "| task | policy | seed | nodes (valid) | final operator | CV | held-out score | best single held-out | final ensemble held-out |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:

@@ -1,0 +1,64 @@
+"""The ablation's paired bootstrap of the held-out advantage (experiments/ablation.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ablation():
+    spec = importlib.util.spec_from_file_location("ablation", ROOT / "experiments" / "ablation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ablation"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _holdout(tmp_path, ablation, n=150):
+    rng = np.random.default_rng(0)
+    price = np.exp(rng.normal(12.0, 0.4, n))
+    ids = np.arange(1000, 1000 + n)
+    folder = tmp_path / "data" / ablation.HOUSE
+    folder.mkdir(parents=True)
+    pd.DataFrame({"Id": ids, "SalePrice": price}).to_csv(folder / "holdout_answers.csv", index=False)
+
+    def submission(name, log_noise, order=None):
+        pred = price * np.exp(rng.normal(0, log_noise, n))
+        frame = pd.DataFrame({"Id": ids, "SalePrice": pred})
+        frame = frame.iloc[order] if order is not None else frame
+        path = tmp_path / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        return path
+
+    return tmp_path / "data", submission
+
+
+def test_a_clearly_better_submission_has_an_interval_above_zero(tmp_path, ablation):
+    data, submission = _holdout(tmp_path, ablation)
+    good = submission("good", 0.05, order=np.random.default_rng(1).permutation(150))  # row order must not matter
+    bad = submission("bad", 0.20)
+    out = ablation.heldout_difference(ablation.HOUSE, good, bad, data, lower_is_better=True, n_boot=200)
+    full_good, full_bad = ablation.grade(ablation.HOUSE, good, data), ablation.grade(ablation.HOUSE, bad, data)
+    assert out["gain"] == pytest.approx(full_bad - full_good, abs=2e-5)  # positive = the first is better
+    assert 0 < out["lo"] < out["gain"] < out["hi"] and out["p_better"] == 1.0
+    reverse = ablation.heldout_difference(ablation.HOUSE, bad, good, data, lower_is_better=True, n_boot=200)
+    assert reverse["gain"] == pytest.approx(-out["gain"]) and reverse["hi"] < 0 and reverse["p_better"] == 0.0
+
+
+def test_two_similar_submissions_get_an_interval_around_zero_and_a_gap_gives_none(tmp_path, ablation):
+    data, submission = _holdout(tmp_path, ablation)
+    a, b = submission("a", 0.12), submission("b", 0.12)
+    out = ablation.heldout_difference(ablation.HOUSE, a, b, data, lower_is_better=True, n_boot=300)
+    assert out["lo"] < 0 < out["hi"] and 0.02 < out["p_better"] < 0.98
+    partial = tmp_path / "partial.csv"
+    pd.read_csv(a).iloc[:-3].to_csv(partial, index=False)
+    assert ablation.heldout_difference(ablation.HOUSE, partial, b, data, lower_is_better=True) is None
+    assert ablation.heldout_difference(ablation.HOUSE, tmp_path / "missing.csv", b, data, lower_is_better=True) is None
