@@ -44,6 +44,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import psutil
 import yaml
@@ -86,12 +87,12 @@ def grade(task_id: str, submission: Path, data: Path) -> float | None:
     if not submission.is_file():
         return None
     if task_id == HOUSE:
-        answers = pd.read_csv(data / HOUSE / "holdout_answers.csv")
+        answers, id_col, score = _heldout_frames(HOUSE, data)
         sub = pd.read_csv(submission)
-        merged = answers.merge(sub, on="Id", suffixes=("", "_pred"), how="left")
-        if merged["SalePrice_pred"].isna().any() or (merged["SalePrice_pred"] <= 0).any():
+        pred = answers[[id_col]].merge(sub, on=id_col, how="left")["SalePrice"]
+        if pred.isna().any() or (pred <= 0).any():
             return None
-        return round(get_metric("rmsle").score(merged["SalePrice"], merged["SalePrice_pred"]), 5)
+        return round(score(sub, answers), 5)
     report = grade_submission(task_id, submission, data)
     return report.score if report.valid_submission else None
 
@@ -130,8 +131,6 @@ def heldout_difference(task_id: str, sub_a: Path, sub_b: Path, data: Path, lower
         "p_better": share of resamples where A is better}``, or None when either submission
         is missing or does not cover the held-out ids.
     """
-    import numpy as np
-
     if not (Path(sub_a).is_file() and Path(sub_b).is_file()):
         return None
     answers, id_col, score = _heldout_frames(task_id, data)

@@ -164,7 +164,8 @@ def _drive(search) -> None:
     metric = f"{search.task.metric} ({'higher' if search.task.higher_is_better else 'lower'} is better)"
 
     def describe() -> str:
-        nodes = [n for n in search.nodes() if n.parent_id is not None]  # as the summary counts them
+        # ended nodes, interrupted ones included: at the end this is the summary's count
+        nodes = [n for n in search.nodes() if n.parent_id is not None and n.state.value not in ("pending", "running")]
         best = search.best_node
         best_txt = f"{best.score:.5f}" if best else "-"
         return f"nodes {len(nodes)} | valid {sum(n.is_valid for n in nodes)} | best {metric} {best_txt}"
