@@ -857,12 +857,13 @@ class Search:
                 continue
         if len(oofs) < 2:
             return None
-        sel = select_ensemble(self.task, self.labels.y[rows], oofs)
+        trim = self.settings.ensemble_gross_error_sd
+        sel = select_ensemble(self.task, self.labels.y[rows], oofs, gross_error_sd=trim)
         if len(sel.weights) < 2 and (sel.temperature == 1.0 or self.settings.ensemble_method == "stacking"):
             logger.info("%s: selection kept a single node; no ensemble node added", reason)
             return None
         try:  # the honest estimate of this ensemble, used for the final choice (final_node)
-            nested = nested_ensemble_score(self.task, self.labels.y[rows], oofs, self.labels.folds[rows])
+            nested = nested_ensemble_score(self.task, self.labels.y[rows], oofs, self.labels.folds[rows], gross_error_sd=trim)
         except ValueError as exc:  # a fold too small for the metric (one class): keep the OOF score
             logger.info("%s: no cross-fitted score (%s)", reason, exc)
             nested = None
@@ -883,6 +884,12 @@ class Search:
                 + ", ".join(f"{by_id[i].seq}: {w}" for i, w in sel.weights.items())
                 + (f"; {sel.blend} blend" if sel.blend != "mean" else "")
                 + (f"; temperature {sel.temperature:g}" if sel.temperature != 1.0 else "")
+                + (
+                    f"; {sel.excluded_rows} OOF rows with gross errors (beyond {trim:g} robust SDs of the members' median) "
+                    "left out of the selection, not of the score"
+                    if sel.excluded_rows
+                    else ""
+                )
             )
             code = render_ensemble_program(weights, plan, sel.blend, sel.temperature)
         from mcgs.operators.code_review import review_program
@@ -901,6 +908,7 @@ class Search:
                 "method": self.settings.ensemble_method,
                 "blend": sel.blend,
                 "temperature": sel.temperature,
+                "excluded_rows": sel.excluded_rows,
                 "nested_score": nested,
             },
             extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],

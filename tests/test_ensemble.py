@@ -10,7 +10,16 @@ import pytest
 
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
-from mcgs.ensemble import FINAL_ENSEMBLE_TAG, blend_predictions, choose_final, greedy_selection, nested_ensemble_score, select_ensemble, selection_criterion
+from mcgs.ensemble import (
+    FINAL_ENSEMBLE_TAG,
+    blend_predictions,
+    choose_final,
+    greedy_selection,
+    gross_error_rows,
+    nested_ensemble_score,
+    select_ensemble,
+    selection_criterion,
+)
 from mcgs.evaluation import score_predictions
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.search import create_search
@@ -168,6 +177,77 @@ def test_select_ensemble_keeps_the_plain_mean_for_regression(tmp_path):
     oofs = {1: (y + rng.normal(0, 0.5, y.size))[:, None], 2: (y + rng.normal(0, 0.5, y.size))[:, None]}
     sel = select_ensemble(spec, y[:, None], oofs)
     assert sel.blend == "mean" and sel.temperature == 1.0 and set(sel.weights) == {1, 2}
+
+
+def _partial_sales(rng, n):
+    """Log-price-like rows where a few labels are gross errors (the house-prices pattern).
+
+    Member 1 (a linear model) is accurate on the ordinary rows and follows the features on the
+    bad rows; member 2 (trees) is noisier everywhere but, not extrapolating, lands nearer the
+    bad labels. Returns (y, oofs, bad rows, fresh clean rows' (y, predictions))."""
+    def draw(n, n_bad):
+        f = rng.normal(12.0, 0.4, n)
+        y = f.copy()
+        bad = rng.choice(n, n_bad, replace=False)
+        y[bad] -= 1.5  # sold far under what the features say
+        lin = f + rng.normal(0, 0.08, n)
+        trees = f + rng.normal(0, 0.12, n)
+        trees[bad] = y[bad] + 0.7  # shrunk toward the label, still far off
+        return y, lin, trees, bad
+
+    y, lin, trees, bad = draw(n, 10)
+    fresh = draw(n, 0)
+    to_price = np.expm1
+    oofs = {1: to_price(lin)[:, None], 2: to_price(trees)[:, None]}
+    return to_price(y)[:, None], oofs, bad, (to_price(fresh[0])[:, None], {1: to_price(fresh[1])[:, None], 2: to_price(fresh[2])[:, None]})
+
+
+def test_gross_error_rows_flags_the_few_labels_every_member_misses_and_nothing_on_clean_data(tmp_path):
+    spec = make_task(tmp_path / "t", "regression", metric="rmsle")
+    rng = np.random.default_rng(7)
+    y, oofs, bad, (y_clean, oofs_clean) = _partial_sales(rng, 1500)
+    keep = gross_error_rows(spec, y, oofs)
+    assert keep is not None and set(np.flatnonzero(~keep)) == set(bad)
+    assert gross_error_rows(spec, y_clean, oofs_clean) is None  # Gaussian tails only
+    assert gross_error_rows(spec, y, oofs, threshold=0) is None  # the setting's "off"
+    mae = make_task(tmp_path / "m", "regression", metric="mae")
+    assert gross_error_rows(mae, y, oofs) is None  # absolute error is robust already
+    # more than 1 % of the rows far out: a heavy tail of the data, not a few bad labels
+    many = y.copy()
+    many[:30] = many[:30] * 0.2
+    assert gross_error_rows(spec, many, oofs) is None
+
+
+def test_selection_without_gross_errors_weights_members_by_their_error_on_ordinary_rows(tmp_path):
+    """Ten bad labels of 1500 decide a squared-error selection: they pull the weights to the
+    member that misses them least, though it is the worse one on every other row. Left out of
+    the selection (not of the score), the weights come back to the inverse-variance optimum on
+    ordinary rows, and the blend is better on fresh rows without such labels."""
+    spec = make_task(tmp_path / "t", "regression", metric="rmsle")
+    rng = np.random.default_rng(7)
+    y, oofs, bad, (y_fresh, fresh) = _partial_sales(rng, 1500)
+    plain = greedy_selection(spec, y, oofs, gross_error_sd=0)
+    trimmed = greedy_selection(spec, y, oofs)
+    assert plain.excluded_rows == 0 and trimmed.excluded_rows == 10
+
+    def linear_share(sel):
+        return sel.weights.get(1, 0) / sum(sel.weights.values())
+
+    optimum = (1 / 0.08**2) / (1 / 0.08**2 + 1 / 0.12**2)  # 0.69
+    assert abs(linear_share(trimmed) - optimum) <= 0.1, trimmed.weights
+    assert linear_share(plain) < optimum - 0.15, plain.weights
+
+    def fresh_score(sel):
+        ids = list(sel.weights)
+        return score_predictions(spec, y_fresh, blend_predictions(spec, [fresh[i] for i in ids], [sel.weights[i] for i in ids]))
+
+    assert fresh_score(trimmed) < fresh_score(plain)
+    # the criterion value is the trimmed rows' RMSLE, the score of every row is unchanged
+    ids = list(trimmed.weights)
+    blend = blend_predictions(spec, [oofs[i] for i in ids], [trimmed.weights[i] for i in ids])
+    keep = np.ones(len(y), bool)
+    keep[bad] = False
+    assert trimmed.criterion_value == pytest.approx(score_predictions(spec, y[keep], blend[keep]), rel=1e-9)
 
 
 def test_an_ensemble_node_program_reproduces_the_engine_blend(tmp_path):
