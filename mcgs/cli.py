@@ -212,6 +212,54 @@ def _drive(search) -> None:
         raise typer.Exit(1)
 
 
+def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]:
+    """Rows of the run summary that say why the chosen node is not simply the top score.
+
+    The progress line shows the best out-of-fold score of any node, ensembles included; the
+    final choice (:func:`mcgs.ensemble.choose_final`) judges ensembles by their cross-fitted
+    score and, once the final ensemble exists, considers no other ensemble. Without these rows
+    a user sees the progress line end on a score the chosen node does not have.
+
+    Args:
+        nodes: The run's finished nodes.
+        chosen: The node handed in (``search.final_node``), or None.
+        higher_is_better: The metric's direction.
+
+    Returns:
+        ``(label, text)`` pairs, possibly empty.
+    """
+    from mcgs.ensemble import honest_score
+
+    if chosen is None:
+        return []
+
+    def beats(a, b) -> bool:
+        return a > b if higher_is_better else a < b
+
+    notes = []
+    valid = [n for n in nodes if n.is_valid]
+    ens = [n for n in valid if n.operator.value == "ensemble"]
+    singles = [n for n in valid if n.operator.value != "ensemble"]
+    if ens and chosen.operator.value != "ensemble":
+        last = ens[-1]
+        when = "built after" if last.seq > chosen.seq else "built before"
+        notes.append(("ensemble", f"node {last.seq} ({when} node {chosen.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
+                                  f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
+    if chosen.operator.value == "ensemble" and singles:
+        top = max(singles, key=lambda n: n.score if higher_is_better else -n.score)
+        if beats(top.score, chosen.score):
+            notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble is within one standard error of it "
+                                             "and averages more models (docs/search.md, Ensembles)"))
+    others = [n for n in ens if n.id != chosen.id and beats(n.score, chosen.score)] if chosen.operator.value == "ensemble" else []
+    if others:
+        top = max(others, key=lambda n: n.score if higher_is_better else -n.score)
+        notes.append(("top out-of-fold", f"node {top.seq} (an ensemble during the search) scored {top.score:.6f} out-of-fold, the progress line's "
+                                         f"best; not chosen: an ensemble's own out-of-fold score is optimistic, so the choice uses cross-fitted "
+                                         f"scores ({honest_score(top):.6f} for node {top.seq}) and, once the final ensemble exists, no other "
+                                         "ensemble (docs/search.md, Ensembles)"))
+    return notes
+
+
 def _summary(search):
     """Print the run's summary table and spend; returns the chosen node (None without a valid node)."""
     nodes = [n for n in search.nodes() if n.state.is_finished()]
@@ -237,17 +285,8 @@ def _summary(search):
         t.add_row("best submission", str(path / "submission.csv"))
         prog = sys.argv[0] if Path(sys.argv[0]).name == "mcgs" else "mcgs"  # as the user typed it, e.g. .venv/bin/mcgs
         t.add_row("next", f"{prog} report {search.run_dir} -o report.html; {prog} export {search.run_dir} --out MODEL_DIR")
-    ens = [n for n in nodes if n.operator.value == "ensemble" and n.is_valid]
-    if ens and best is not None and best.operator.value != "ensemble":
-        last = ens[-1]
-        when = "built after" if last.seq > best.seq else "built before"
-        t.add_row("ensemble", f"node {last.seq} ({when} node {best.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
-                              f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)")
-    singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
-    if best is not None and best.operator.value == "ensemble" and singles:
-        top = max(singles, key=lambda n: n.score if search.task.higher_is_better else -n.score)
-        if (top.score > best.score) if search.task.higher_is_better else (top.score < best.score):
-            t.add_row("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble is within one standard error of it and averages more models (docs/search.md, Ensembles)")
+    for label, text in choice_notes(nodes, best, search.task.higher_is_better):
+        t.add_row(label, text)
     if search.stop_reason:
         t.add_row("stopped because", search.stop_reason)
     out.print(t)

@@ -148,3 +148,27 @@ def test_set_report_and_storage_errors_name_the_file_and_leave_nothing_behind(tm
     assert code == 2 and "cannot open the storage" in output and "such as sqlite:///" in output and not (tmp_path / "new").exists()
     code, output = invoke("run", task, "--out", tmp_path / "new", "--max-nodes", "0")
     assert code == 2 and "MCGS_MAX_NODES" in output and "MCGS_NUM_DRAFTS" not in output
+
+
+def test_the_summary_says_why_the_progress_lines_best_ensemble_was_not_handed_in():
+    """The demo ends with the progress line at 0.99543 (node 11, an ensemble during the search)
+    and hands in node 25 (the final ensemble, 0.99536 out-of-fold): the summary must say why."""
+    from mcgs.cli import choice_notes
+    from mcgs.node import FrozenNode, NodeState, Operator
+
+    def node(seq, score, op=Operator.IMPROVE, nested=None):
+        return FrozenNode(id=seq + 1, seq=seq, parent_id=1, operator=op, state=NodeState.VALID, score=score,
+                          config={} if nested is None else {"nested_score": nested})
+
+    single = node(9, 0.9950)
+    in_search = node(11, 0.99543, Operator.ENSEMBLE, nested=0.99380)
+    final = node(25, 0.99536, Operator.ENSEMBLE, nested=0.99390)
+    notes = dict(choice_notes([single, in_search, final], final, higher_is_better=True))
+    assert set(notes) == {"top out-of-fold"}
+    assert "node 11" in notes["top out-of-fold"] and "0.995430" in notes["top out-of-fold"] and "0.993800" in notes["top out-of-fold"]
+    # the chosen node has the top score: nothing to explain
+    assert choice_notes([single, final], final, higher_is_better=True) == []
+    # lower is better, a single node chosen over a later ensemble: the existing note, not the new one
+    best, ens = node(19, 0.06019), node(21, 0.06000, Operator.ENSEMBLE, nested=0.06300)
+    notes = dict(choice_notes([best, ens], best, higher_is_better=False))
+    assert set(notes) == {"ensemble"} and "built after node 19" in notes["ensemble"] and "0.063000" in notes["ensemble"]
