@@ -107,11 +107,11 @@ def _heldout_frames(task_id: str, data: Path):
             return metric.score(merged["SalePrice"], merged["SalePrice_pred"])
 
         return pd.read_csv(data / HOUSE / "holdout_answers.csv"), "Id", score
-    from mcgs.mlebench.grade import _load_config
+    from mcgs.mlebench.grade import load_competition_config
     from mcgs.mlebench.registry import get_competition
 
     spec = get_competition(task_id)
-    config = _load_config(data / task_id, task_id)
+    config = load_competition_config(data / task_id, task_id)
     answers = pd.read_csv(data / task_id / config["dataset"]["answers"])
     return answers, spec.match_column or spec.id_column, lambda sub, ans: float(spec.load_grade_fn()(sub, ans, spec))
 

@@ -48,6 +48,7 @@ __all__ = [
     "grade_mean_column_rmsle",
     "grade_one_hot_log_loss",
     "grade_submission",
+    "load_competition_config",
 ]
 
 logger = logging.getLogger(__name__)
@@ -630,7 +631,7 @@ def grade_submission(competition_id: str, submission: Path, data_dir: Path) -> G
     """
     spec = get_competition(competition_id)
     comp_dir = Path(data_dir) / competition_id
-    config = _load_config(comp_dir, competition_id)
+    config = load_competition_config(comp_dir, competition_id)
     answers_path = comp_dir / config["dataset"]["answers"]
     if not answers_path.is_file():
         raise MLEBenchError(
@@ -695,7 +696,14 @@ def _score(
     return round(float(raw), 5), None
 
 
-def _load_config(comp_dir: Path, competition_id: str) -> dict[str, Any]:
+def load_competition_config(comp_dir: Path, competition_id: str) -> dict[str, Any]:
+    """The prepared competition's config (``comp_dir/config.yaml`` as ``mcgs mlebench prepare``
+    writes it, MLE-bench's competition config layout: ``dataset.answers`` and so on).
+
+    Raises:
+        MLEBenchError: the competition is not prepared in ``comp_dir``, or the config is for
+            another competition; the message gives the command that prepares it.
+    """
     path = comp_dir / CONFIG_FILE
     if not path.is_file():
         raise MLEBenchError(
