@@ -7,7 +7,7 @@ ICML 2004): start empty, repeatedly add the member (repeats allowed) that most i
 ensemble's OOF score, and keep the best prefix. The selection criterion is the task metric,
 except that metrics computed on hard labels (accuracy, F1) are replaced by log loss (or, for
 regression, by the metric itself), because a step function of the weights gives greedy
-selection nothing to climb. For squared-error regression metrics, the few rows every member
+selection nothing to climb. For squared-error regression metrics, the few rows the members' median
 misses by far (gross errors, :func:`gross_error_rows`) are left out of the selection, not of
 the score.
 
@@ -226,7 +226,7 @@ _SQUARED_ERROR_METRICS = frozenset({"rmse", "rmsle", "mean_column_rmsle"})
 
 
 def gross_error_rows(spec: TaskSpec, y_true: np.ndarray, oofs: Mapping[int, np.ndarray], threshold: float | None = GROSS_ERROR_SD) -> np.ndarray | None:
-    """Rows whose label every member misses by far: the rows ensemble *selection* leaves out.
+    """Rows whose label the pool's consensus misses by far: the rows ensemble *selection* leaves out.
 
     For regression tasks scored by a squared error (RMSE, RMSLE, mean column-wise RMSLE), the
     consensus of the pool is the row-wise median of the members' OOF predictions (on the log1p
