@@ -279,7 +279,7 @@ def _summary(search):
         # an ensemble's own OOF score is optimistic (its weights were fitted on those rows): the
         # cross-fitted one is what the choice used, and what the progress line's best cannot show
         honest = honest_score(best)
-        crossfit = f", {honest:.6f} cross-fitted" if honest != best.score else ""
+        crossfit = f", {honest:.6f} cross-fitted (the honest estimate)" if honest != best.score else ""
         t.add_row(f"chosen node ({search.task.metric})", f"node {best.seq} ({best.operator.value}): {best.score:.6f} out-of-fold{crossfit}")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
