@@ -233,26 +233,26 @@ def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]
     if chosen is None:
         return []
 
-    def beats(a, b) -> bool:
-        return a > b if higher_is_better else a < b
+    def rank(n) -> float:  # larger is better
+        return n.score if higher_is_better else -n.score
 
     notes = []
     valid = [n for n in nodes if n.is_valid]
     ens = [n for n in valid if n.operator.value == "ensemble"]
     singles = [n for n in valid if n.operator.value != "ensemble"]
-    if ens and chosen.operator.value != "ensemble":
-        last = ens[-1]
-        when = "built after" if last.seq > chosen.seq else "built before"
-        notes.append(("ensemble", f"node {last.seq} ({when} node {chosen.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
-                                  f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
-    if chosen.operator.value == "ensemble" and singles:
-        top = max(singles, key=lambda n: n.score if higher_is_better else -n.score)
-        if beats(top.score, chosen.score):
-            notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble is within one standard error of it "
-                                             "and averages more models (docs/search.md, Ensembles)"))
-    others = [n for n in ens if n.id != chosen.id and beats(n.score, chosen.score)] if chosen.operator.value == "ensemble" else []
+    if chosen.operator.value != "ensemble":
+        if ens:
+            last = ens[-1]
+            when = "built after" if last.seq > chosen.seq else "built before"
+            notes.append(("ensemble", f"node {last.seq} ({when} node {chosen.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
+                                      f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
+        return notes
+    if singles and rank(top := max(singles, key=rank)) > rank(chosen):
+        notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble is within one standard error of it "
+                                         "and averages more models (docs/search.md, Ensembles)"))
+    others = [n for n in ens if n.id != chosen.id and rank(n) > rank(chosen)]
     if others:
-        top = max(others, key=lambda n: n.score if higher_is_better else -n.score)
+        top = max(others, key=rank)
         notes.append(("top out-of-fold", f"node {top.seq} (an ensemble during the search) scored {top.score:.6f} out-of-fold, the progress line's "
                                          f"best; not chosen: an ensemble's own out-of-fold score is optimistic, so the choice uses cross-fitted "
                                          f"scores ({honest_score(top):.6f} for node {top.seq}) and, once the final ensemble exists, no other "

@@ -38,6 +38,7 @@ import numpy as np
 
 from mcgs.evaluation import normalised_probabilities, positive_labels, score_predictions
 from mcgs.metrics import get_metric
+from mcgs.settings import setting_default
 from mcgs.task import TaskSpec
 
 __all__ = [
@@ -220,8 +221,9 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
 
 
 # Robust z-score (residual of the members' median / 1.4826 MAD) beyond which a row of a squared-
-# error regression metric is left out of ensemble selection. See gross_error_rows.
-GROSS_ERROR_SD = 8.0
+# error regression metric is left out of ensemble selection (gross_error_rows); one number, the
+# setting's default.
+GROSS_ERROR_SD = setting_default("ensemble_gross_error_sd")
 _SQUARED_ERROR_METRICS = frozenset({"rmse", "rmsle", "mean_column_rmsle"})
 
 
@@ -397,7 +399,7 @@ def select_ensemble(
     def better(a: float, b: float) -> bool:
         return a > b + 1e-6 if higher else a < b - 1e-6
 
-    geo = greedy_selection(spec, y_true, oofs, max_steps=max_steps, blend="geometric")
+    geo = greedy_selection(spec, y_true, oofs, max_steps=max_steps, blend="geometric", gross_error_sd=gross_error_sd)
     if better(geo.criterion_value, best.criterion_value):
         best = geo
     if best.criterion in _RANK_CRITERIA and spec.task_kind in ("binary", "multilabel"):
