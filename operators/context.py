@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from mcgs.coders import CoderRequest
+from mcgs.coders import CoderRequest, config_key
 from mcgs.graph import children, node, primary_ancestors
 from mcgs.node import FrozenNode, Operator
 from mcgs.settings import SearchSettings
@@ -48,6 +48,16 @@ class OperatorContext:
         """Primary ancestors of ``node_id`` that hold programs, nearest first."""
         return tuple(node(self.graph, a) for a in primary_ancestors(self.graph, node_id) if node(self.graph, a).code)
 
+    def tried(self) -> dict[str, int]:
+        """:func:`~mcgs.coders.config_key` of every node with a config -> the first such node's
+        sequence number (ensemble nodes included; their configs never match a program's)."""
+        out: dict[str, int] = {}
+        for n in sorted((node(self.graph, i) for i in self.graph.nodes), key=lambda n: n.seq):
+            key = config_key(n.config)
+            if key is not None:
+                out.setdefault(key, n.seq)
+        return out
+
     def request(self, exp: "Expansion", operator: Operator, *, with_parent: bool = True) -> CoderRequest:
         """The coder request for expanding ``exp.parent_id`` with ``operator``.
 
@@ -70,4 +80,5 @@ class OperatorContext:
             reason=exp.reason,
             references=tuple(self.node(r) for r in exp.references),
             node_seq=self.seq,
+            tried=self.tried(),
         )

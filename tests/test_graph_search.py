@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from mcgs.coders import CoderAnswer, CoderRequest
+from mcgs.coders import CoderAnswer, CoderRequest, config_key
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
 from mcgs.node import EdgeKind, NodeState, Operator
@@ -51,6 +51,13 @@ def test_fusion_and_aggregate_nodes_have_two_fuses_edges_or_more(graph_run):
             assert nodes[n.parent_id].state is NodeState.ROOT  # a new root-level branch
         if n.operator is Operator.EVOLVE:
             assert any(e.dst == n.id and e.kind is EdgeKind.REFERENCES for e in edges)
+
+
+def test_no_two_nodes_run_the_same_program(graph_run):
+    """Stagnation sends Fusion and Aggregate back to the same branch bests; what they write must
+    still be a program the graph does not have (up to its seed)."""
+    keys = [config_key(n.config) for n in graph_run.nodes() if n.operator not in (Operator.ENSEMBLE,) and n.config]
+    assert len(keys) >= 8 and len(set(keys)) == len(keys)
 
 
 def test_ensembles_are_built_during_the_search_and_every_node_was_reviewed(graph_run):

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from mcgs.knowledge_base import KnowledgeBaseError, load_entries, retrieve
 
-from mcgs.coders import CoderRequest
+from mcgs.coders import CoderRequest, config_key
 from mcgs.coders.recipe import COST_PARAMS, FEATURE_ORDER, RecipeCoder
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.profile import profile_task
@@ -225,6 +225,37 @@ def test_merging_a_deterministic_model_with_itself_changes_something_rather_than
     for k in range(12):
         imp = coder.write(CoderRequest(operator=Operator.IMPROVE, task=spec, profile=prof, parent=a, seed=k, tier=2))
         assert imp.config.get("n_seeds", 1) == 1 and imp.config["change"] != "strategy:seed_averaging"
+
+
+def test_a_program_the_graph_already_has_is_not_proposed_again(tmp_path):
+    """House prices in the ablation: each time the search stagnated, Aggregate merged the same
+    branch bests into the same lasso (up to six identical nodes, identical CV and held-out
+    score). With the graph's configs in ``tried``, the coder takes one step from that program
+    instead, says which node it would have repeated, and the step is itself new."""
+    spec = make_task(tmp_path / "t", "regression")
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    lasso = coder.default_config("model.lasso", prof)
+    gbm = coder.default_config("model.lightgbm", prof) | {"features": dict.fromkeys(lasso["features"], False)}
+    a = FrozenNode(id=1, seq=1, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.12, config=lasso, runtime_s=2.0)
+    b = FrozenNode(id=2, seq=2, parent_id=0, operator=Operator.DRAFT, state=NodeState.VALID, score=0.13, config=gbm, runtime_s=2.0)
+
+    def aggregate(tried):
+        return coder.write(CoderRequest(operator=Operator.AGGREGATE, task=spec, profile=prof, references=(a, b), seed=5, per_run_timeout_s=60.0, tried=tried))
+
+    first = aggregate({config_key(n.config): n.seq for n in (a, b)})
+    assert first.config["model"] == "model.lasso" and "up to its seed" not in first.plan  # new: proposed as planned
+    tried = {config_key(n.config): n.seq for n in (a, b)} | {config_key(first.config): 7}
+    again = aggregate(tried)
+    assert config_key(again.config) not in tried
+    assert again.config["model"] == "model.lasso"  # still the merge's program, one step away
+    assert "node 7's (up to its seed)" in again.plan and again.config["change"].startswith("aggregate:merge+")
+    # a seed is not a new program: the same config with another seed counts as tried
+    assert config_key(first.config | {"seed": 99}) == config_key(first.config)
+    # Debug that reverts to the last valid config of the lineage gets a step from it instead
+    failed = FrozenNode(id=3, seq=3, parent_id=1, operator=Operator.IMPROVE, state=NodeState.BUGGY, config=lasso | {"change": "x"}, error="ValueError: boom")
+    fix = coder.write(CoderRequest(operator=Operator.DEBUG, task=spec, profile=prof, parent=failed, lineage=(a,), seed=6, tried={config_key(lasso): 1}))
+    assert config_key(fix.config) != config_key(lasso) and "node 1's" in fix.plan
 
 
 def test_interpretable_constraint_drafts_only_inspectable_models_and_no_ensemble(tmp_path):

@@ -9,12 +9,27 @@ default; :class:`~mcgs.coders.anthropic.AnthropicCoder` asks Claude behind the s
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol, runtime_checkable
+import json
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from mcgs.node import FrozenNode, Operator
 from mcgs.task import TaskSpec
 
-__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop"]
+__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key"]
+
+
+# config fields that do not make a program different: the seed (a re-roll of the same program,
+# which seed averaging does on purpose) and the coder's note of what it changed
+_NOT_IDENTITY = frozenset({"seed", "change"})
+
+
+def config_key(config: Mapping[str, Any] | None) -> str | None:
+    """What identifies a program by its structured config: the config as canonical JSON
+    without ``seed`` and ``change``; None for a node without a config (the root, a program
+    without structure). Two nodes with the same key run the same program up to its seed."""
+    if not config:
+        return None
+    return json.dumps({k: v for k, v in config.items() if k not in _NOT_IDENTITY}, sort_keys=True, default=str)
 
 
 class CoderStop(RuntimeError):
@@ -40,6 +55,9 @@ class CoderRequest:
         references: Other nodes the operator reads: Fusion's and Aggregate's inputs (best
             first), or the branch history Evolve learns from (in creation order).
         node_seq: Sequence number the new node will get (for the cost ledger).
+        tried: :func:`config_key` of every node of the graph that has a config -> the sequence
+            number of the first node with it. A coder should not propose one of these again:
+            the engine would rerun a program whose result it already has.
     """
 
     operator: Operator
@@ -54,6 +72,7 @@ class CoderRequest:
     reason: str = ""
     references: tuple[FrozenNode, ...] = ()
     node_seq: int | None = None
+    tried: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
