@@ -782,8 +782,18 @@ def bench(
     out.print(f"{ahead}report {out_dir / 'bench.md'}")
 
 
+# width of output that goes to a file or a pipe (a long run under nohup) rather than a terminal:
+# rich's default there is 80 columns, which folds the summary tables and progress lines
+LOG_WIDTH = 120
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Output to a file or pipe is laid out :data:`LOG_WIDTH`
+    columns wide unless ``COLUMNS`` says otherwise."""
+    if "COLUMNS" not in os.environ:
+        for c in (out, console):
+            if not c.is_terminal:
+                c.width = LOG_WIDTH
     app()
 
 

@@ -78,6 +78,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     run = tmp_path / "run"
     env = {k: v for k, v in os.environ.items()}
     env["MCGS_ENSEMBLE"] = "false"
+    env.pop("COLUMNS", None)  # the layout width of piped output is checked below
     # The test is about stopping and resuming, not about the per-candidate limit: on a loaded
     # machine a boosting draft can pass a quarter of the budget and leave fewer valid nodes.
     env["MCGS_NODE_TIMEOUT_SHARE"] = "1.0"
@@ -100,6 +101,9 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "best solution" in res.stdout and "chosen node (roc_auc)" in res.stdout and "out-of-fold" in res.stdout
+    # piped, not a terminal: laid out LOG_WIDTH (120) columns wide rather than rich's 80
+    widths = [len(line) for line in res.stdout.splitlines()]
+    assert 80 < max(widths) <= 120, res.stdout
     con = sqlite3.connect(run / "mcgs.db")
     assert con.execute("select status from runs").fetchone()[0] == "finished"
     assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
