@@ -24,8 +24,8 @@ def tried_configs(graph: nx.DiGraph, into: dict[str, int] | None = None, after_s
     and added to ``into`` (a node's config never changes, so a caller can keep one dict per
     run: keying 10 000 configs takes about 0.15 s)."""
     out = {} if into is None else into
-    newer = (node(graph, i) for i in graph.nodes)
-    for n in sorted((n for n in newer if n.seq > after_seq), key=lambda n: n.seq):
+    newer = [n for n in (node(graph, i) for i in graph.nodes) if n.seq > after_seq]
+    for n in sorted(newer, key=lambda n: n.seq):
         key = config_key(n.config)
         if key is not None:
             out.setdefault(key, n.seq)
