@@ -21,7 +21,6 @@ import threading
 import time
 from importlib import metadata
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Callable, Sequence
 
 from mcgs.coders import Coder, CoderAnswer, CoderStop
@@ -187,8 +186,6 @@ class Search:
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._ensemble_checked = 0  # valid search nodes when ensemble selection last ran
-        self._tried: dict[str, int] = {}  # config key -> first node with it (coder requests' ``tried``)
-        self._tried_seq = -1  # the newest node keyed into _tried
         self._ensemble_select_s = 0.0  # seconds spent selecting ensembles during the search (this sitting)
         self._plan_queue: list = []  # screened draft plans, best first (multi-plan drafting)
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
@@ -583,7 +580,6 @@ class Search:
         """
         from mcgs.operators import OperatorContext, build_request
         from mcgs.operators.code_review import review_program
-        from mcgs.operators.context import tried_configs
 
         queued = self.storage.claim_node(self.run_id, self.owner, self.settings.lease_s)
         if queued is not None:  # a node retried after its worker was lost, or queued by another process
@@ -594,12 +590,7 @@ class Search:
                 return None
         exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
         seq_next = newest_node(g).seq + 1
-        tried_configs(g, into=self._tried, after_seq=self._tried_seq)  # only the nodes added since the last launch
-        self._tried_seq = seq_next - 1
-        ctx = OperatorContext(
-            graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next,
-            tried=MappingProxyType(self._tried),
-        )
+        ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
         request = build_request(ctx, exp)
         answer = self._next_plan() if exp.operator is Operator.DRAFT and self._plan_queue else self.coder.write(request)
         if not isinstance(answer, CoderAnswer):  # a user's coder object

@@ -207,13 +207,10 @@ class RecipeCoder:
         entry = get_entry(config["model"])
         tunable = any(name in config["params"] for name in entry.recipe.space)
         for attempt in range(self.NOVELTY_ATTEMPTS):
-            if tunable:
-                out, desc = self._mutate_params(config, entry, rng, avoid=())
-            else:
-                out, desc = copy.deepcopy(config), "no parameter to move"
+            out, desc = self._mutate_params(config, entry, rng, avoid=()) if tunable else (copy.deepcopy(config), "")
             if attempt >= self.NOVELTY_ATTEMPTS // 2 or not tunable:  # parameter moves alone keep landing on known configs
                 switched = self._toggle_feature(out, req.profile, rng, avoid=())
-                desc = f"{desc}, and {switched}" if switched else desc
+                desc = ", and ".join(d for d in (desc, switched) if d)
             if config_key(out) not in req.tried:
                 out["change"] = f"{config.get('change', req.operator.value)}+{out['change']}"
                 return out, f"{plan} That program is node {seen}'s (up to its seed), so one step from it instead: {desc}."
