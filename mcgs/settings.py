@@ -219,8 +219,9 @@ class SearchSettings(BaseSettings):
             the best node. 0.5 in AIDE (``search.debug_prob``).
         branch_stagnation: A branch is stagnant when its last this-many successful nodes did not
             beat its best (3, DESIGN §4); its best node then gets Evolve and Fusion children.
-        global_stagnation: The search is stagnant when its last this-many finished nodes set no
-            new global best (4, DESIGN §4); with two good branches or more, Aggregate runs.
+        global_stagnation: The search is stagnant when its last this-many finished nodes
+            (drafts and ensembles aside) set no new global best (4, DESIGN §4); with two good
+            branches or more, Aggregate runs.
         graph_children: Evolve plus Fusion children one node may have.
         max_fusion_refs: Nodes of other branches a Fusion takes (best 1-2; at most 5 references).
         credit_share: Share of a node's reward (and visit) credited to each fuses/references

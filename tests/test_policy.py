@@ -248,6 +248,21 @@ def test_stagnant_branch_best_gets_fusion_then_evolve():
         assert t.operator in (IMP, DBG, D)
 
 
+def test_drafts_that_do_not_beat_the_first_are_not_stagnation():
+    # five valid drafts, the first one the best: drafting ended, nothing has been improved yet
+    drafts = [(1, 0, D, V, 0.80, 2.0), (2, 0, D, V, 0.78, 0.8), (3, 0, D, V, 0.70, 0.0), (4, 0, D, V, 0.75, 0.5), (5, 0, D, V, 0.79, 0.9)]
+    assert not is_globally_stagnant(graph(drafts), M)
+    for seed in range(10):
+        exp = select_expansion(graph(drafts), M, progress=0.0, higher_is_better=True, rng=random.Random(seed))
+        assert exp.operator is IMP, exp.reason
+    # four improve steps without a new best are
+    steps = [(11, 1, IMP, V, 0.79, 0.9), (12, 2, IMP, V, 0.77, 0.7), (13, 5, IMP, B, None, -1.0), (14, 4, IMP, V, 0.76, 0.6)]
+    assert not is_globally_stagnant(graph(drafts + steps[:3]), M)
+    assert is_globally_stagnant(graph(drafts + steps), M)
+    exp = select_expansion(graph(drafts + steps), M, progress=0.0, higher_is_better=True, rng=random.Random(0))
+    assert exp.operator is AGG and exp.references == (1, 5, 2, 14, 3)  # 14 beat its draft (4)
+
+
 def test_global_stagnation_with_two_good_branches_aggregates_once():
     spec = stagnant_branch() + [(17, 2, IMP, V, 0.70, 0.1)]
     exp = select_expansion(graph(spec), M, progress=0.0, higher_is_better=True, rng=random.Random(0))
