@@ -118,7 +118,8 @@ class LLMSettings(BaseModel):
         on_budget_spent: ``recipe`` (the recipe coder writes the remaining nodes) or ``stop``
             (the run stops).
         max_reasks: Extra attempts after a malformed answer (no tool call, invalid fields, code
-            that does not parse) before the recipe coder writes the node.
+            that does not parse) or a program the graph already has, before the recipe coder
+            writes the node.
         max_retries: The SDK's own retries of transient errors (429 with retry-after, 5xx, 529
             overloaded, timeouts, connection errors).
         request_timeout_s: Time limit of one HTTP request, seconds.

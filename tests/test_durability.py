@@ -35,10 +35,15 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     spec = load_task(task)
     code = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
     slow = code.replace("import numpy as np", "import time\ntime.sleep(4)\nimport numpy as np", 1)
-    replies = [tool_reply({"plan": "lr", "code": code}), tool_reply({"plan": "lr", "code": code}), tool_reply({"plan": "slow lr", "code": slow})]
+    variants = iter(range(1000))
+
+    def lr(body=None):  # a program of its own each time: the coder re-asks one the graph has
+        return tool_reply({"plan": "lr", "code": code + f"\nVARIANT = {next(variants)}\n"})
+
+    replies = [lr(), lr(), tool_reply({"plan": "slow lr", "code": slow})]
     run = tmp_path / "run"
     db = run / "mcgs.db"
-    with FakeAnthropic(replies, default=lambda body: tool_reply({"plan": "lr", "code": code})) as fake:
+    with FakeAnthropic(replies, default=lr) as fake:
         env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_ENSEMBLE": "false"}
         cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--coder", "anthropic", "--plans", "0",
                "--max-nodes", "4", "--time-budget", "5m", "--policy", "greedy"]

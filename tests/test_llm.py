@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from fake_anthropic import FakeAnthropic, error_reply, text_reply, tool_reply
-from mcgs.coders import CoderRequest, CoderStop
+from mcgs.coders import CoderRequest, CoderStop, config_key, program_key
 from mcgs.coders.anthropic import AnthropicCoder, chain_failures
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.llm import AnthropicClient, LLMUnavailable, MalformedAnswer, PromptTooLong
@@ -124,6 +124,31 @@ def test_malformed_answers_are_reasked_then_the_recipe_coder_writes_the_node(tmp
     calls = search.storage.llm_calls(search.run_id)
     assert [(c.kind, c.outcome) for c in calls] == [("code", "malformed"), ("reask", "malformed")]
     assert "could not be used" in fake.requests[1]["messages"][0]["content"]
+
+
+def test_a_program_the_graph_already_has_is_reasked(tmp_path):
+    failed = "import pandas as pd\n\ndf = pd.read_csv('input/train.csv')\nprint(df.Cabin_deck)\n"
+    # the failed program back, with a comment and other spacing: still the same program
+    again = "# fixed the column name\nimport pandas as pd\ndf = pd.read_csv( 'input/train.csv' )\n\nprint(df.Cabin_deck)\n"
+    fixed = "import pandas as pd\n\ndf = pd.read_csv('input/train.csv')\nprint(df.Cabin)\n"
+    assert program_key(again) == program_key(failed) != program_key(fixed)
+    parent_config = {"author": CHEAP, "coder": "anthropic", "program": program_key(failed)}
+    # the key names the program, not the model that wrote it or the plan it followed
+    assert config_key(parent_config) == config_key({"program": program_key(failed), "author": STRONG, "expert_plan": "x"})
+    parent = _node(4, state=NodeState.BUGGY, code=failed, config=parent_config, error="exit status 1", stderr_tail="AttributeError: Cabin_deck")
+    tried = {config_key(parent_config): 4}
+    with FakeAnthropic([tool_reply({"plan": "p", "code": again}), tool_reply({"plan": "p", "code": fixed})]) as fake:
+        search, coder = _search(tmp_path, fake, max_reasks=1, max_expert_calls=0)
+        ans = coder.write(_request(search, Operator.DEBUG, parent=parent, tried=tried))
+    assert ans.code == fixed and ans.config["program"] == program_key(fixed)
+    calls = search.storage.llm_calls(search.run_id)
+    assert [(c.kind, c.outcome) for c in calls] == [("code", "repeat"), ("reask", "ok")]
+    assert "node 4's program again" in fake.requests[1]["messages"][0]["content"]
+    # when every answer repeats it, the recipe coder writes the node, as for malformed answers
+    with FakeAnthropic(default=lambda body: tool_reply({"plan": "p", "code": again})) as fake:
+        search, coder = _search(tmp_path / "b", fake, max_reasks=1, max_expert_calls=0)
+        ans = coder.write(_request(search, Operator.DEBUG, parent=parent, tried=tried))
+    assert ans.config["author"].startswith("recipe (fallback: no valid answer after 2 attempt(s)") and "node 4's program" in ans.config["author"]
 
 
 def test_context_length_error_shrinks_the_prompt_once(tmp_path):

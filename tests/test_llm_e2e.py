@@ -30,17 +30,23 @@ def test_run_with_the_anthropic_coder_survives_every_kind_of_bad_answer(shared_d
     spec = load_task(task_dir)
     good = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
     crash = "raise KeyError('CRASH_MARKER_Cabin_deck')\n" + good
-    ok = tool_reply({"plan": "logistic regression on engineered features", "code": good, "knowledge_ids": ["model.logistic_regression"]})
+    variants = iter(range(1000))
+
+    def ok(body=None):
+        # a program of its own each time: the coder re-asks an answer the graph already has
+        code = good + f"\nVARIANT = {next(variants)}\n"
+        return tool_reply({"plan": "logistic regression on engineered features", "code": code, "knowledge_ids": ["model.logistic_regression"]})
+
     script = [
-        ok,  # draft 1
-        text_reply("I think a gradient-boosting model would do well here."), ok,  # draft 2: malformed, re-asked
-        error_reply(429, "rate limited", {"retry-after": "1"}), ok,  # draft 3: the SDK waits and retries
-        error_reply(529, "overloaded"), ok,  # draft 4: retried
+        ok(),  # draft 1
+        text_reply("I think a gradient-boosting model would do well here."), ok(),  # draft 2: malformed, re-asked
+        error_reply(429, "rate limited", {"retry-after": "1"}), ok(),  # draft 3: the SDK waits and retries
+        error_reply(529, "overloaded"), ok(),  # draft 4: retried
         error_reply(400, "prompt is too long: 230000 tokens > 200000 maximum"),  # draft 5: shrunk once ...
         tool_reply({"plan": "same idea", "code": crash}),  # ... and its program crashes
     ]
     run = tmp_path / "run"
-    with FakeAnthropic(script, default=lambda body: ok) as fake:
+    with FakeAnthropic(script, default=ok) as fake:
         env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_LLM__CHEAP_MODEL": CHEAP,
                "MCGS_LLM__MAX_RETRIES": "2", "MCGS_DEBUG_PROB": "1.0"}
         cmd = [sys.executable, "-m", "mcgs", "run", str(task_dir), "--out", str(run), "--coder", "anthropic", "--policy", "greedy",

@@ -8,14 +8,16 @@ default; :class:`~mcgs.coders.anthropic.AnthropicCoder` asks Claude behind the s
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import hashlib
 import json
 from typing import Any, Mapping, Protocol, runtime_checkable
 
 from mcgs.node import FrozenNode, Operator
 from mcgs.task import TaskSpec
 
-__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key"]
+__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key", "program_key"]
 
 
 # config fields that do not make a program different: the seed (a re-roll of the same program,
@@ -26,10 +28,27 @@ _NOT_IDENTITY = frozenset({"seed", "change"})
 def config_key(config: Mapping[str, Any] | None) -> str | None:
     """What identifies a program by its structured config: the config as canonical JSON
     without ``seed`` and ``change``; None for a node without a config (the root, a program
-    without structure). Two nodes with the same key run the same program up to its seed."""
+    without structure). Two nodes with the same key run the same program up to its seed.
+
+    A config that records its program's :func:`program_key` (``program``: the LLM coder's,
+    whose programs have no structured config) is keyed by that alone; the model that wrote
+    the program and the expert plan it followed do not make it a different program."""
     if not config:
         return None
+    if config.get("program"):
+        return f"program:{config['program']}"
     return json.dumps({k: v for k, v in config.items() if k not in _NOT_IDENTITY}, sort_keys=True, default=str)
+
+
+def program_key(code: str) -> str | None:
+    """SHA-256 (hex) of the program's syntax tree (:func:`ast.dump`), so comments, blank lines
+    and formatting do not make a program new (strings and docstrings do); None when the code
+    does not parse."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 class CoderStop(RuntimeError):

@@ -18,7 +18,9 @@ Same :class:`~mcgs.coders.Coder` protocol and solution contract as the recipe co
    the run stops, ``on_budget_spent="stop"``).
 4. **Failures** (:mod:`mcgs.llm.client`): transient errors are the SDK's retries; a prompt over
    the context window is shrunk once (fewer references, shorter logs, no sibling list); a
-   malformed answer is re-asked ``max_reasks`` times; after that, or on any API failure, the
+   malformed answer, or a program the graph already has (:func:`~mcgs.coders.program_key`
+   in ``CoderRequest.tried``: a Debug answer that returns the failed program, say), is
+   re-asked ``max_reasks`` times; after that, or on any API failure, the
    recipe coder writes this node and the run goes on. Authentication and unknown-model errors
    switch the LLM off for the rest of the run.
 
@@ -39,7 +41,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from mcgs.coders import Coder, CoderAnswer, CoderRequest, CoderStop
+from mcgs.coders import Coder, CoderAnswer, CoderRequest, CoderStop, config_key, program_key
 from mcgs.node import FrozenNode, Operator
 from mcgs.settings import SearchSettings
 
@@ -274,8 +276,16 @@ class AnthropicCoder:
                 attempts_left -= 1
                 note, kind = problem, "reask"
                 continue
+            key = program_key(ans.code)
+            seen = request.tried.get(config_key({"program": key}))
+            if seen is not None:  # e.g. a Debug answer that gives the failed program back
+                problem = f"it is node {seen}'s program again (the same code up to comments and formatting), whose result the search already has; change what your plan says to change"
+                self._record(request, kind, model, usage, "repeat", problem)
+                attempts_left -= 1
+                note, kind = problem, "reask"
+                continue
             self._record(request, kind, model, usage, "ok")
-            config: dict[str, Any] = {"author": model, "coder": "anthropic"}
+            config: dict[str, Any] = {"author": model, "coder": "anthropic", "program": key}
             if expert_plan:
                 config["expert_plan"] = expert_plan
             known = _known_ids(ans.knowledge_ids)

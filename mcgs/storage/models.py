@@ -106,8 +106,9 @@ class LLMCallModel(Base):
     billed, the latency, the provider's request id and the cost from the price table.
 
     ``kind`` is ``code`` (an operator's program), ``expert`` (an ask-the-expert planning call)
-    or ``reask`` (a repeat after a malformed answer); ``outcome`` is ``ok``, ``malformed``,
-    ``error`` or ``budget`` (refused before sending: the spending limit).
+    or ``reask`` (a repeat after a malformed or repeated answer); ``outcome`` is ``ok``,
+    ``malformed``, ``repeat`` (a program the graph already has), ``error`` or ``budget``
+    (refused before sending: the spending limit).
     """
 
     __tablename__ = "llm_calls"
