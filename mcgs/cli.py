@@ -247,9 +247,10 @@ def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]
             notes.append(("ensemble", f"node {last.seq} ({when} node {chosen.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
                                       f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
         return notes
-    if singles and rank(top := max(singles, key=rank)) > rank(chosen):
-        notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble is within one standard error of it "
-                                         "and averages more models (docs/search.md, Ensembles)"))
+    honest = honest_score(chosen)  # what the choice compared with the single nodes' scores
+    if singles and rank(top := max(singles, key=rank)) > (honest if higher_is_better else -honest):
+        notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble's {honest:.6f} cross-fitted is within "
+                                         "one standard error of it and averages more models (docs/search.md, Ensembles)"))
     others = [n for n in ens if n.id != chosen.id and rank(n) > rank(chosen)]
     if others:
         top = max(others, key=rank)

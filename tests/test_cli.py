@@ -168,10 +168,13 @@ def test_the_summary_says_why_the_progress_lines_best_ensemble_was_not_handed_in
     in_search = node(11, 0.99543, Operator.ENSEMBLE, nested=0.99380)
     final = node(25, 0.99536, Operator.ENSEMBLE, nested=0.99390)
     notes = dict(choice_notes([single, in_search, final], final, higher_is_better=True))
-    assert set(notes) == {"top out-of-fold"}
+    assert set(notes) == {"top out-of-fold", "ensemble chosen"}
     assert "node 11" in notes["top out-of-fold"] and "0.995430" in notes["top out-of-fold"] and "0.993800" in notes["top out-of-fold"]
-    # the chosen node has the top score: nothing to explain
-    assert choice_notes([single, final], final, higher_is_better=True) == []
+    # the choice compared the ensemble's cross-fitted 0.99390 with node 9's 0.99500: say so
+    assert "node 9 scored 0.995000" in notes["ensemble chosen"] and "0.993900 cross-fitted" in notes["ensemble chosen"]
+    # the chosen ensemble's cross-fitted score is the top score: nothing to explain
+    top = node(25, 0.99536, Operator.ENSEMBLE, nested=0.99510)
+    assert choice_notes([single, top], top, higher_is_better=True) == []
     # lower is better, a single node chosen over a later ensemble: the existing note, not the new one
     best, ens = node(19, 0.06019), node(21, 0.06000, Operator.ENSEMBLE, nested=0.06300)
     notes = dict(choice_notes([best, ens], best, higher_is_better=False))
