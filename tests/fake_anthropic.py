@@ -42,6 +42,18 @@ def error_reply(status: int, message: str, headers: dict[str, str] | None = None
     return {"kind": "error", "status": status, "message": message, "headers": headers or {}}
 
 
+def distinct_programs(code: str, plan: str, **fields: Any) -> Callable[..., dict[str, Any]]:
+    """Reply builder answering ``code`` with a different last line each call: the coder
+    re-asks a program the graph already has, so a fake that means "a new valid program each
+    time" must not answer the same one twice."""
+    count = iter(range(1_000_000))
+
+    def reply(body: dict | None = None) -> dict[str, Any]:
+        return tool_reply({"plan": plan, "code": code + f"\nVARIANT = {next(count)}\n", **fields})
+
+    return reply
+
+
 DEFAULT_USAGE = {"input_tokens": 1000, "output_tokens": 500, "cache_creation_input_tokens": 2000, "cache_read_input_tokens": 0}
 
 

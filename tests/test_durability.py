@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from fake_anthropic import FakeAnthropic, tool_reply
+from fake_anthropic import FakeAnthropic, distinct_programs, tool_reply
 from mcgs.coders import CoderRequest
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
@@ -35,11 +35,7 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     spec = load_task(task)
     code = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
     slow = code.replace("import numpy as np", "import time\ntime.sleep(4)\nimport numpy as np", 1)
-    variants = iter(range(1000))
-
-    def lr(body=None):  # a program of its own each time: the coder re-asks one the graph has
-        return tool_reply({"plan": "lr", "code": code + f"\nVARIANT = {next(variants)}\n"})
-
+    lr = distinct_programs(code, "lr")
     replies = [lr(), lr(), tool_reply({"plan": "slow lr", "code": slow})]
     run = tmp_path / "run"
     db = run / "mcgs.db"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from fake_anthropic import FakeAnthropic, error_reply, text_reply, tool_reply
+from fake_anthropic import FakeAnthropic, distinct_programs, error_reply, text_reply, tool_reply
 from mcgs.coders import CoderRequest
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.mlebench import prepare_competition
@@ -30,12 +30,7 @@ def test_run_with_the_anthropic_coder_survives_every_kind_of_bad_answer(shared_d
     spec = load_task(task_dir)
     good = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
     crash = "raise KeyError('CRASH_MARKER_Cabin_deck')\n" + good
-    variants = iter(range(1000))
-
-    def ok(body=None):
-        # a program of its own each time: the coder re-asks an answer the graph already has
-        code = good + f"\nVARIANT = {next(variants)}\n"
-        return tool_reply({"plan": "logistic regression on engineered features", "code": code, "knowledge_ids": ["model.logistic_regression"]})
+    ok = distinct_programs(good, "logistic regression on engineered features", knowledge_ids=["model.logistic_regression"])
 
     script = [
         ok(),  # draft 1

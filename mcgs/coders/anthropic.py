@@ -270,13 +270,13 @@ class AnthropicCoder:
                     self._disabled = str(exc)
                     logger.warning("the LLM coder is off for this run: %s", exc)
                 return self._fall_back(request, str(exc))
-            problem = _code_problem(ans.code)
+            key = program_key(ans.code)  # None: the code does not parse
+            problem = _code_problem(ans.code) if key is None else None
             if problem:
                 self._record(request, kind, model, usage, "malformed", problem)
                 attempts_left -= 1
                 note, kind = problem, "reask"
                 continue
-            key = program_key(ans.code)
             seen = request.tried.get(config_key({"program": key}))
             if seen is not None:  # e.g. a Debug answer that gives the failed program back
                 problem = f"it is node {seen}'s program again (the same code up to comments and formatting), whose result the search already has; change what your plan says to change"
