@@ -5,8 +5,24 @@ BIN    := $(VENV)/bin
 
 .PHONY: install install-test demo test docs clean
 
+# Debian and Ubuntu ship venv's pip installer (ensurepip) in a separate package, python3-venv,
+# that a machine with python3 and pip need not have: then the environment is created without
+# pip, and pip is installed into it by running $(PYTHON)'s own pip inside it (a virtual
+# environment is not "externally managed", PEP 668).
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@if ! err=$$($(PYTHON) -m venv $(VENV) 2>&1); then \
+	    rm -rf $(VENV); \
+	    if ! $(PYTHON) -c 'import pip' 2>/dev/null; then \
+	        echo "$$err" >&2; \
+	        echo "error: $(PYTHON) -m venv failed (above) and $(PYTHON) has no pip to fall back on; install pip (Debian/Ubuntu: apt-get install python3-pip python3-venv) or run make with PYTHON=/path/to/python3" >&2; \
+	        exit 1; \
+	    fi; \
+	    echo "note: $(PYTHON) -m venv cannot install pip here (Debian/Ubuntu keep ensurepip in python3-venv); creating $(VENV) without it and installing pip into it from $(PYTHON)'s own pip"; \
+	    $(PYTHON) -m venv --without-pip $(VENV) && \
+	    PYTHONPATH="$$($(PYTHON) -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))')" \
+	        $(BIN)/python -m pip install --quiet --ignore-installed --disable-pip-version-check pip || \
+	        { echo "error: could not install pip into $(VENV); install python3-venv (Debian/Ubuntu) and run make again" >&2; rm -rf $(VENV); exit 1; }; \
+	fi
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
