@@ -284,13 +284,18 @@ def _summary(search):
         t.add_row(f"chosen node ({search.task.metric})", f"node {best.seq} ({best.operator.value}): {best.score:.6f} out-of-fold{crossfit}")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
-        prog = sys.argv[0] if Path(sys.argv[0]).name == "mcgs" else "mcgs"  # as the user typed it, e.g. .venv/bin/mcgs
-        t.add_row("next", f"{prog} report {search.run_dir} -o report.html; {prog} export {search.run_dir} --out MODEL_DIR")
     for label, text in choice_notes(nodes, best, search.task.higher_is_better):
         t.add_row(label, text)
     if search.stop_reason:
         t.add_row("stopped because", search.stop_reason)
     out.print(t)
+    if best is not None:
+        # printed outside the table, one command a line, never wrapped by rich: a table cell
+        # broke them mid-command at 120 columns, and a wrapped command does not paste
+        prog = sys.argv[0] if Path(sys.argv[0]).name == "mcgs" else "mcgs"  # as the user typed it, e.g. .venv/bin/mcgs
+        out.print("next: the run as one HTML page (search graph, scores, nodes), and the chosen node as a deployable model:", highlight=False)
+        out.print(f"  {prog} report {search.run_dir} -o report.html", soft_wrap=True, highlight=False)
+        out.print(f"  {prog} export {search.run_dir} --out MODEL_DIR", soft_wrap=True, highlight=False)
     from mcgs.status_view import spend_view
 
     for part in spend_view(search):

@@ -101,8 +101,12 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "best solution" in res.stdout and "chosen node (roc_auc)" in res.stdout and "out-of-fold" in res.stdout
-    # piped, not a terminal: laid out LOG_WIDTH (120) columns wide rather than rich's 80
-    widths = [len(line) for line in res.stdout.splitlines()]
+    # piped, not a terminal: laid out LOG_WIDTH (120) columns wide rather than rich's 80; the
+    # commands to run next are whole lines however long the run's path is, so they paste
+    lines = res.stdout.splitlines()
+    commands = [f"mcgs report {run} -o report.html", f"mcgs export {run} --out MODEL_DIR"]
+    assert [line.strip() for line in lines if line.strip() in commands] == commands, res.stdout
+    widths = [len(line) for line in lines if line.strip() not in commands]
     assert 80 < max(widths) <= 120, res.stdout
     con = sqlite3.connect(run / "mcgs.db")
     assert con.execute("select status from runs").fetchone()[0] == "finished"
