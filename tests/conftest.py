@@ -53,6 +53,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say that the live API test was left out: under pytest-xdist the summary line has no
+    "deselected" count (the workers deselect it), so the README's "deselected unless you ask
+    for it" would otherwise show nowhere."""
+    if "not live" in (config.getoption("markexpr", "") or ""):
+        terminalreporter.write_line("the live Anthropic API test (tests/test_llm_live.py) was deselected; "
+                                    "run it with: .venv/bin/python -m pytest -m live (needs ANTHROPIC_API_KEY)")
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A local PostgreSQL server (tests/postgres.py); skips when Debian's ``postgresql`` or the
