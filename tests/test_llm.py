@@ -151,6 +151,24 @@ def test_a_program_the_graph_already_has_is_reasked(tmp_path):
     assert ans.config["author"].startswith("recipe (fallback: no valid answer after 2 attempt(s)") and "node 4's program" in ans.config["author"]
 
 
+def test_a_recipe_parent_given_back_unchanged_is_reasked(tmp_path):
+    """A node the recipe coder wrote (a fallback) is keyed by its config, not its program, so
+    `tried` cannot see it: the repeat check also compares the programs the prompt shows."""
+    failed = "import pandas as pd\n\ndf = pd.read_csv('input/train.csv')\nprint(df.Cabin_deck)\n"
+    again = "import pandas as pd\ndf = pd.read_csv('input/train.csv')  # unchanged\nprint(df.Cabin_deck)\n"
+    fixed = "import pandas as pd\n\ndf = pd.read_csv('input/train.csv')\nprint(df.Cabin)\n"
+    recipe_config = {"model": "model.lightgbm", "features": {}, "params": {"n_estimators": 300}}
+    parent = _node(6, state=NodeState.BUGGY, code=failed, config=recipe_config, error="exit status 1")
+    tried = {config_key(recipe_config): 6}
+    assert config_key({"program": program_key(again)}) not in tried
+    with FakeAnthropic([tool_reply({"plan": "p", "code": again}), tool_reply({"plan": "p", "code": fixed})]) as fake:
+        search, coder = _search(tmp_path, fake, max_reasks=1, max_expert_calls=0)
+        ans = coder.write(_request(search, Operator.DEBUG, parent=parent, tried=tried))
+    assert ans.code == fixed
+    assert [(c.kind, c.outcome) for c in search.storage.llm_calls(search.run_id)] == [("code", "repeat"), ("reask", "ok")]
+    assert "node 6's program again" in fake.requests[1]["messages"][0]["content"]
+
+
 def test_context_length_error_shrinks_the_prompt_once(tmp_path):
     script = [error_reply(400, "prompt is too long: 250000 tokens > 200000 maximum"), tool_reply({"plan": "p", "code": "print('program text here')"})]
     with FakeAnthropic(script) as fake:

@@ -19,7 +19,8 @@ Same :class:`~mcgs.coders.Coder` protocol and solution contract as the recipe co
 4. **Failures** (:mod:`mcgs.llm.client`): transient errors are the SDK's retries; a prompt over
    the context window is shrunk once (fewer references, shorter logs, no sibling list); a
    malformed answer, or a program the graph already has (:func:`~mcgs.coders.program_key`
-   in ``CoderRequest.tried``: a Debug answer that returns the failed program, say), is
+   in ``CoderRequest.tried``, or the code of a node the prompt shows, whoever wrote it: a Debug
+   answer that returns the failed program, say), is
    re-asked ``max_reasks`` times; after that, or on any API failure, the
    recipe coder writes this node and the run goes on. Authentication and unknown-model errors
    switch the LLM off for the rest of the run.
@@ -110,6 +111,20 @@ def chain_failures(req: CoderRequest) -> int:
 
 def _estimate_tokens(*texts: str) -> int:
     return math.ceil(sum(len(t) for t in texts) / CHARS_PER_TOKEN)
+
+
+def _shown_programs(request: CoderRequest) -> dict[str, int]:
+    """:func:`~mcgs.coders.program_key` -> sequence number of the nodes whose code the prompt
+    shows (parent, siblings, references). ``request.tried`` knows LLM programs by their key
+    only; a node the recipe coder wrote (a fallback, a baseline) is keyed by its config there,
+    so a Debug answer that returns such a parent unchanged would otherwise run again."""
+    shown: dict[str, int] = {}
+    for n in (request.parent, *request.siblings, *request.references):
+        if n is not None and n.code:
+            key = program_key(n.code)
+            if key is not None:
+                shown.setdefault(key, n.seq)
+    return shown
 
 
 class AnthropicCoder:
@@ -239,6 +254,7 @@ class AnthropicCoder:
         model = self.model_for(request)
         shrink, note, kind = False, None, "code"
         attempts_left = 1 + self.llm.max_reasks
+        shown = _shown_programs(request)
         while attempts_left > 0:
             user = self.user_prompt(request, shrink=shrink, expert_plan=expert_plan, note=note)
             if not self._affordable(model, system, user):
@@ -277,7 +293,7 @@ class AnthropicCoder:
                 attempts_left -= 1
                 note, kind = problem, "reask"
                 continue
-            seen = request.tried.get(config_key({"program": key}))
+            seen = request.tried.get(config_key({"program": key}), shown.get(key))
             if seen is not None:  # e.g. a Debug answer that gives the failed program back
                 problem = f"it is node {seen}'s program again (the same code up to comments and formatting), whose result the search already has; change what your plan says to change"
                 self._record(request, kind, model, usage, "repeat", problem)
