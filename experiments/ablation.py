@@ -16,7 +16,10 @@ the budget's reserved slice unless greedy selection kept one node). The report g
 * tasks won per policy (highest mean normalised score on the task);
 * per task, the median over seeds (mcgs policy) of the final submission's and of the final
   ensemble node's held-out score against the best single node's, and per run the ensemble's
-  advantage with a paired bootstrap interval over the held-out rows (:func:`heldout_difference`).
+  advantage with a paired bootstrap interval over the held-out rows (:func:`heldout_difference`);
+* per task, over all seeds at once, the final ensemble against the best single node and MCGS's
+  final submission against each other policy's, as a mean held-out advantage with a two-way
+  bootstrap interval over held-out rows and seeds (:func:`pooled_heldout_difference`).
 
 Resumable: a run whose storage says ``finished`` is not run again, only graded.
 ``--parallel-runs 2`` runs two searches at once with one core each (the same conditions for
@@ -123,7 +126,7 @@ def heldout_difference(task_id: str, sub_a: Path, sub_b: Path, data: Path, lower
     The held-out rows are resampled with replacement (the same rows for A and B; ids are
     renumbered so that repeated rows stay distinct for the grader) ``n_boot`` times, and the
     task's grader scores both on each resample (Efron & Tibshirani, *An Introduction to the
-    Bootstrap*, 1993, ch. 13, percentile interval).
+    Bootstrap*, 1993, ch. 13, percentile interval). One pair of :func:`pooled_heldout_difference`.
 
     Returns:
         ``{"gain": A's advantage on the full split (positive = A better, metric units),
@@ -131,33 +134,65 @@ def heldout_difference(task_id: str, sub_a: Path, sub_b: Path, data: Path, lower
         "p_better": share of resamples where A is better}``, or None when either submission
         is missing or does not cover the held-out ids.
     """
-    if not (Path(sub_a).is_file() and Path(sub_b).is_file()):
-        return None
+    out = pooled_heldout_difference(task_id, [(sub_a, sub_b)], data, lower_is_better, n_boot=n_boot, seed=seed)
+    return None if out is None else {k: out[k] for k in ("gain", "lo", "hi", "p_better")}
+
+
+def pooled_heldout_difference(task_id: str, pairs: list[tuple[Path, Path]], data: Path, lower_is_better: bool,
+                              n_boot: int = 1000, seed: int = 0) -> dict | None:
+    """Mean advantage of A over B across several pairs of submissions (one pair per seed), with a
+    bootstrap over both sources of noise.
+
+    Every seed's submissions are graded on the same held-out rows, so the rows' sampling noise
+    is shared by all seeds and does not average out as seeds are added. Each resample therefore
+    draws one set of held-out rows with replacement (the same for every submission) and, with
+    one pair only, that is :func:`heldout_difference`'s paired bootstrap; with several pairs it
+    also draws the pairs with replacement (the seeds' search randomness), and the statistic is
+    the mean advantage over the drawn pairs on the drawn rows (a two-way bootstrap, Davison &
+    Hinkley, *Bootstrap Methods and their Application*, 1997, §3.8). Pairs whose submissions
+    are missing or do not cover the held-out ids are left out.
+
+    Returns:
+        ``{"gain": mean advantage of A on the full split (positive = A better, metric units),
+        "lo", "hi": 2.5th and 97.5th percentiles of the resampled means, "p_better": share of
+        resamples where A is better, "pairs": pairs used}``, or None when no pair is usable.
+    """
     answers, id_col, score = _heldout_frames(task_id, data)
-    subs = []
-    for path in (sub_a, sub_b):
-        sub = pd.read_csv(path)
-        sub = answers[[id_col]].merge(sub, on=id_col, how="left")  # answer order, one row each
-        if len(sub) != len(answers) or sub.isna().any().any():
-            return None
-        subs.append(sub)
+    usable = []
+    for sub_a, sub_b in pairs:
+        if not (Path(sub_a).is_file() and Path(sub_b).is_file()):
+            continue
+        subs = []
+        for path in (sub_a, sub_b):
+            sub = pd.read_csv(path)
+            sub = answers[[id_col]].merge(sub, on=id_col, how="left")  # answer order, one row each
+            if len(sub) == len(answers) and not sub.isna().any().any():
+                subs.append(sub)
+        if len(subs) == 2:
+            usable.append(subs)
+    if not usable:
+        return None
     sign = -1.0 if lower_is_better else 1.0
-    gain = sign * (score(subs[0], answers) - score(subs[1], answers))
+    full = [sign * (score(a, answers) - score(b, answers)) for a, b in usable]
     rng = np.random.default_rng(seed)
-    gains = []
+    means = []
     for _ in range(n_boot):
         idx = rng.integers(0, len(answers), len(answers))
+        drawn = rng.integers(0, len(usable), len(usable)) if len(usable) > 1 else [0]
         ans = answers.iloc[idx].reset_index(drop=True)
         ans[id_col] = np.arange(len(ans))
-        pair = []
-        for sub in subs:
-            s = sub.iloc[idx].reset_index(drop=True)
-            s[id_col] = np.arange(len(s))
-            pair.append(score(s, ans))
-        gains.append(sign * (pair[0] - pair[1]))
-    g = np.asarray(gains)
-    return {"gain": round(float(gain), 6), "lo": round(float(np.percentile(g, 2.5)), 6), "hi": round(float(np.percentile(g, 97.5)), 6),
-            "p_better": round(float(np.mean(g > 0)), 3)}
+        cache: dict[int, float] = {}
+        for j in set(int(d) for d in drawn):
+            pair = []
+            for sub in usable[j]:
+                s = sub.iloc[idx].reset_index(drop=True)
+                s[id_col] = np.arange(len(s))
+                pair.append(score(s, ans))
+            cache[j] = sign * (pair[0] - pair[1])
+        means.append(float(np.mean([cache[int(d)] for d in drawn])))
+    g = np.asarray(means)
+    return {"gain": round(float(np.mean(full)), 6), "lo": round(float(np.percentile(g, 2.5)), 6), "hi": round(float(np.percentile(g, 97.5)), 6),
+            "p_better": round(float(np.mean(g > 0)), 3), "pairs": len(usable)}
 
 
 def run_status(run_dir: Path) -> str | None:
@@ -305,6 +340,7 @@ def main() -> int:
             "policy": policy,
             "seed": seed,
             **f,
+            "submission": str(run_dir / "best" / "submission.csv"),
             "score": grade(task_id, run_dir / "best" / "submission.csv", data),
             "best_single_score": grade(task_id, Path(f["best_single_submission"]), data) if f["best_single_submission"] else None,
             "final_ensemble_score": grade(task_id, Path(f["final_ensemble_submission"]), data) if f["final_ensemble_submission"] else None,
@@ -347,6 +383,22 @@ def main() -> int:
             heldout_difference(r["task"], Path(r["final_ensemble_submission"]), Path(r["best_single_submission"]), data, lower[r["task"]])
             if r["policy"] == "mcgs" and r["final_ensemble_submission"] and r["best_single_submission"] else None
         )
+    # the same questions over all seeds at once, with the held-out rows' noise (shared by every
+    # seed) and the seeds' noise both resampled: is a bar's reading more than noise?
+    pooled = []
+    for t in tasks:
+        by = {(r["policy"], r["seed"]): r for r in rows if r["task"] == t}
+        mr = [by[(q, s)] for (q, s) in sorted(by) if q == "mcgs"]
+        pairs = [(Path(r["final_ensemble_submission"]), Path(r["best_single_submission"])) for r in mr
+                 if r["final_ensemble_submission"] and r["best_single_submission"]]
+        comparisons = [("final ensemble vs best single node (mcgs)", pairs)]
+        for other in (q for q in policies if q != "mcgs"):
+            seeds = [s for s in args.seeds if ("mcgs", s) in by and (other, s) in by]
+            comparisons.append((f"mcgs vs {other}, final submission", [(Path(by[("mcgs", s)]["submission"]), Path(by[(other, s)]["submission"])) for s in seeds]))
+        for name, prs in comparisons:
+            d = pooled_heldout_difference(t, prs, data, lower[t]) if prs else None
+            if d is not None:
+                pooled.append({"task": t, "comparison": name, **d})
     finished = {p: [j[4] for j in jobs if j[2] == p and run_status(j[4]) == "finished"] for p in policies}
     time_rows = operator_time(finished)
     out = {
@@ -358,6 +410,7 @@ def main() -> int:
         **{f"per_task_{key}": {f"{t}/{p}": v for (t, p), v in table.items()} for key, table in single_norm.items()},
         "summary": summary,
         "ensemble_vs_best_single": ens,
+        "pooled_heldout_differences": pooled,
         "operator_time": time_rows,
     }
     results_path.write_text(json.dumps(out, indent=2))
@@ -403,6 +456,14 @@ def main() -> int:
             if a is not None:
                 lines.append(f"| {r['task']} | {r['seed']} | {r['final_ensemble_score']} | {r['best_single_score']} | {a['gain']:+.5f} | "
                              f"[{a['lo']:+.5f}, {a['hi']:+.5f}] | {a['p_better']:.0%} |")
+        lines += ["", "Over all seeds at once: the mean held-out advantage of the first over the second (positive = better, metric "
+                  "units), with a two-way bootstrap (1000 resamples; each draws the held-out rows, the same for every submission, "
+                  "and the seeds, with replacement; 95 % percentile interval, share of resamples where the first is better). Every "
+                  "seed is graded on the same held-out rows, so their noise does not average out over seeds; an interval that "
+                  "includes zero says the split cannot tell the two apart:", "",
+                  "| task | comparison | seeds | mean advantage | 95 % interval | resamples better |", "|---|---|---|---|---|---|"]
+        for d in pooled:
+            lines.append(f"| {d['task']} | {d['comparison']} | {d['pairs']} | {d['gain']:+.5f} | [{d['lo']:+.5f}, {d['hi']:+.5f}] | {d['p_better']:.0%} |")
         lines += ["", "Per run:", "", "| task | policy | seed | nodes (valid) | final operator | CV | held-out score | best single held-out | final ensemble held-out |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:

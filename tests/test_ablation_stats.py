@@ -62,3 +62,19 @@ def test_two_similar_submissions_get_an_interval_around_zero_and_a_gap_gives_non
     pd.read_csv(a).iloc[:-3].to_csv(partial, index=False)
     assert ablation.heldout_difference(ablation.HOUSE, partial, b, data, lower_is_better=True) is None
     assert ablation.heldout_difference(ablation.HOUSE, tmp_path / "missing.csv", b, data, lower_is_better=True) is None
+
+
+def test_pooled_over_seeds_resamples_the_seeds_too(tmp_path, ablation):
+    """Two seeds: A far better in one and a little worse in the other. Resampling only the
+    held-out rows would call the mean advantage sure; drawing the seeds too must not."""
+    data, submission = _holdout(tmp_path, ablation)
+    far_a, far_b = submission("far_a", 0.03), submission("far_b", 0.30)
+    near_a, near_b = submission("near_a", 0.13), submission("near_b", 0.10)
+    one = ablation.pooled_heldout_difference(ablation.HOUSE, [(far_a, far_b)], data, lower_is_better=True, n_boot=200)
+    two = ablation.heldout_difference(ablation.HOUSE, near_a, near_b, data, lower_is_better=True, n_boot=200)
+    assert one["lo"] > 0 and two["hi"] < 0 and one["pairs"] == 1
+    both = ablation.pooled_heldout_difference(ablation.HOUSE, [(far_a, far_b), (near_a, near_b), (tmp_path / "missing.csv", near_b)],
+                                              data, lower_is_better=True, n_boot=200)
+    assert both["pairs"] == 2 and both["gain"] == pytest.approx((one["gain"] + two["gain"]) / 2, abs=1e-6) and both["gain"] > 0
+    assert both["lo"] < 0 < both["hi"] and 0.5 < both["p_better"] < 0.95  # a quarter of the draws take the near pair twice
+    assert ablation.pooled_heldout_difference(ablation.HOUSE, [(tmp_path / "missing.csv", near_b)], data, lower_is_better=True) is None
