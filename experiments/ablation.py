@@ -335,13 +335,14 @@ def main() -> int:
             print(f"  {run_dir.name}: not finished, left out", flush=True)
             continue
         f = facts(run_dir)
+        final_submission = run_dir / "best" / "submission.csv"
         row = {
             "task": task_id,
             "policy": policy,
             "seed": seed,
             **f,
-            "submission": str(run_dir / "best" / "submission.csv"),
-            "score": grade(task_id, run_dir / "best" / "submission.csv", data),
+            "submission": str(final_submission),
+            "score": grade(task_id, final_submission, data),
             "best_single_score": grade(task_id, Path(f["best_single_submission"]), data) if f["best_single_submission"] else None,
             "final_ensemble_score": grade(task_id, Path(f["final_ensemble_submission"]), data) if f["final_ensemble_submission"] else None,
         }
@@ -388,9 +389,8 @@ def main() -> int:
     pooled = []
     for t in tasks:
         by = {(r["policy"], r["seed"]): r for r in rows if r["task"] == t}
-        mr = [by[(q, s)] for (q, s) in sorted(by) if q == "mcgs"]
-        pairs = [(Path(r["final_ensemble_submission"]), Path(r["best_single_submission"])) for r in mr
-                 if r["final_ensemble_submission"] and r["best_single_submission"]]
+        pairs = [(Path(r["final_ensemble_submission"]), Path(r["best_single_submission"])) for (q, _), r in sorted(by.items())
+                 if q == "mcgs" and r["final_ensemble_submission"] and r["best_single_submission"]]
         comparisons = [("final ensemble vs best single node (mcgs)", pairs)]
         for other in (q for q in policies if q != "mcgs"):
             seeds = [s for s in args.seeds if ("mcgs", s) in by and (other, s) in by]
