@@ -78,3 +78,70 @@ def test_pooled_over_seeds_resamples_the_seeds_too(tmp_path, ablation):
     assert both["pairs"] == 2 and both["gain"] == pytest.approx((one["gain"] + two["gain"]) / 2, abs=1e-6) and both["gain"] > 0
     assert both["lo"] < 0 < both["hi"] and 0.5 < both["p_better"] < 0.95  # a quarter of the draws take the near pair twice
     assert ablation.pooled_heldout_difference(ablation.HOUSE, [(tmp_path / "missing.csv", near_b)], data, lower_is_better=True) is None
+
+
+def _competition(tmp_path, task_id, answers):
+    """A prepared MLE-bench competition folder with only what held-out grading reads."""
+    folder = tmp_path / "data" / task_id
+    (folder / "prepared" / "private").mkdir(parents=True)
+    answers.to_csv(folder / "prepared" / "private" / "test.csv", index=False)
+    (folder / "config.yaml").write_text(f"id: {task_id}\ndataset:\n  answers: prepared/private/test.csv\n")
+    return tmp_path / "data"
+
+
+@pytest.mark.parametrize("task", ["spaceship-titanic", "nomad2018-predict-transparent-conductors", "leaf-classification", "house"])
+def test_weighted_resamples_give_the_graders_numbers(tmp_path, ablation, task, monkeypatch):
+    """Scoring a resample as the full split with each row weighted by its count in the draw
+    must give what the task's grader gives on the resampled rows, for every metric kind."""
+    from mcgs.mlebench.registry import get_competition
+
+    rng = np.random.default_rng(3)
+    n = 90
+    if task == "house":
+        task = ablation.HOUSE
+        data, submission = _holdout(tmp_path, ablation, n=n)
+        pairs = [(submission(f"a{s}", 0.08), submission(f"b{s}", 0.10)) for s in range(3)]
+    else:
+        spec = get_competition(task)
+        ids = [f"{i:04d}_01" for i in range(n)] if task == "spaceship-titanic" else np.arange(1, n + 1)
+        if task == "spaceship-titanic":
+            truth = rng.random(n) < 0.5
+            answers = pd.DataFrame({spec.id_column: ids, "Transported": truth})
+
+            def predict(skill):
+                return pd.DataFrame({spec.id_column: ids, "Transported": np.where(rng.random(n) < skill, truth, ~truth)})
+        elif task == "leaf-classification":
+            classes = list(spec.classes)
+            label = rng.integers(0, len(classes), n)
+            answers = pd.DataFrame(np.eye(len(classes))[label], columns=classes).assign(id=ids)[["id", *classes]]
+
+            def predict(skill):
+                logits = rng.normal(0, 1, (n, len(classes))) + skill * 4 * np.eye(len(classes))[label]
+                p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+                return pd.DataFrame(p, columns=classes).assign(id=ids)[["id", *classes]]
+        else:
+            targets = list(spec.targets)
+            truth = rng.gamma(2.0, 0.5, (n, len(targets)))
+            answers = pd.DataFrame(truth, columns=targets).assign(id=ids)[["id", *targets]]
+
+            def predict(skill):
+                return pd.DataFrame(truth * np.exp(rng.normal(0, 1 - skill, truth.shape)), columns=targets).assign(id=ids)[["id", *targets]]
+        data = _competition(tmp_path, task, answers)
+        pairs = []
+        for s in range(3):
+            pair = []
+            for name, skill in (("a", 0.8), ("b", 0.7)):
+                path = tmp_path / f"{name}{s}.csv"
+                predict(skill).sample(frac=1, random_state=s).to_csv(path, index=False)  # row order must not matter
+                pair.append(path)
+            pairs.append(tuple(pair))
+    lower = task != "spaceship-titanic"
+    weighted_calls = []
+    metric = ablation._weighted_score(task)
+    monkeypatch.setattr(ablation, "_weighted_score", lambda t: lambda ans, sub: (lambda f: lambda w: weighted_calls.append(w.copy()) or f(w))(metric(ans, sub)))
+    weighted = ablation.pooled_heldout_difference(task, pairs, data, lower, n_boot=40, seed=1)
+    assert len(weighted_calls) > 6 * 20 and all(w.sum() == n for w in weighted_calls)  # the weighted path was taken
+    monkeypatch.undo()
+    graded = ablation.pooled_heldout_difference(task, pairs, data, lower, n_boot=40, seed=1, weighted=False)
+    assert weighted["pairs"] == 3 and weighted["lo"] < weighted["hi"]
+    assert weighted == pytest.approx(graded, abs=1e-9)
