@@ -160,12 +160,28 @@ def render_report(search) -> str:
 
 
 def write_report(search, path: str | Path) -> Path:
-    """Write :func:`render_report` to ``path`` atomically. Returns the path."""
+    """Write :func:`render_report` to ``path`` atomically. Returns the path.
+
+    Raises:
+        IsADirectoryError: ``path`` is a folder.
+        ValueError: ``path`` is inside the run's own files (storage, ``best/``, ``nodes/``,
+            ``input/``) or is an existing file that is not an HTML file, which the report
+            would replace.
+    """
     import os
 
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, "it is a folder; give a file name such as report.html", str(path))
+    run_dir = Path(search.run_dir).resolve()
+    target = path.resolve()
+    own = [run_dir / name for name in ("best", "nodes", "input")]
+    if (target.parent == run_dir and target.name.startswith("mcgs.db")) or any(target.is_relative_to(d) for d in own):
+        raise ValueError(f"{path} is one of the run's own files (in {run_dir}); write the report elsewhere, "
+                         f"e.g. -o {run_dir / 'report.html'}")
+    if path.exists() and path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"{path} exists and is not an HTML file; the report would replace it. "
+                         f"Give a new file name ending in .html (-o/--output)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:

@@ -143,6 +143,17 @@ def test_set_report_and_storage_errors_name_the_file_and_leave_nothing_behind(tm
     code, output = invoke("report", tmp_path / "run", "-o", tmp_path / "adir")
     assert code == 2 and "it is a folder" in output and "-o/--output" in output
     assert list(tmp_path.glob("adir*")) == [tmp_path / "adir"] and not any((tmp_path / "adir").iterdir())
+    # a report aimed at the run's own storage or at a file that is not HTML: refused, both kept
+    db_before = (tmp_path / "run" / "mcgs.db").read_bytes()
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    for target, says in ((tmp_path / "run" / "mcgs.db", "one of the run's own files"), (tmp_path / "notes.csv", "is not an HTML file")):
+        code, output = invoke("report", tmp_path / "run", "-o", target)
+        assert code == 2 and says in output and "Traceback" not in output, output
+    assert (tmp_path / "run" / "mcgs.db").read_bytes() == db_before and (tmp_path / "notes.csv").read_text() == "a,b\n1,2\n"
+    code, output = invoke("report", tmp_path / "run", "-o", tmp_path / "run" / "report.html")
+    assert code == 0 and (tmp_path / "run" / "report.html").stat().st_size > 1000
+    code, output = invoke("report", tmp_path / "run", "-o", tmp_path / "run" / "report.html")  # an earlier report is replaced
+    assert code == 0, output
     # a damaged storage file: named, with what to do
     damaged = tmp_path / "damaged"
     damaged.mkdir()
