@@ -470,7 +470,12 @@ def resume(
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
+        from mcgs.engine_lock import EngineBusy, engine_holder
         from mcgs.search import open_search
+
+        holder = engine_holder(run_dir)  # checked again, race-free, when the search starts
+        if holder is not None:
+            raise _UserError(str(EngineBusy(run_dir, holder)))
         search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None, storage=storage)
         if search.clock.remaining < 5:
             raise _UserError(
@@ -518,11 +523,17 @@ def status(
     nodes in flight, isolation and LLM spend. Works on a finished, stopped or running search."""
     with _user_errors():
         from mcgs.search import open_search
-        from mcgs.status_view import status_view
+        from mcgs.status_view import engine_gone, status_view
 
         search = open_search(run_dir, storage=storage)
+
+    def resume_hint() -> None:  # the command on a line of its own, never wrapped, so it pastes
+        if engine_gone(search.run_dir, search.storage.get_run(search.run_record.name)):
+            out.print(f"resume: mcgs resume {search.run_dir}", soft_wrap=True, highlight=False)
+
     if not watch:
         out.print(status_view(search))
+        resume_hint()
         return
     from rich.live import Live
 
@@ -536,7 +547,8 @@ def status(
                 if key != last:
                     out.print(status_view(search))
                     last = key
-                if rec.status in ("finished", "stopped"):
+                if rec.status in ("finished", "stopped") or engine_gone(search.run_dir, rec):
+                    resume_hint()
                     break
                 time.sleep(interval)
         except KeyboardInterrupt:
@@ -549,8 +561,10 @@ def status(
             while True:
                 time.sleep(interval)
                 live.update(status_view(search))
-                if search.storage.get_run(search.run_record.name).status in ("finished", "stopped"):
+                rec = search.storage.get_run(search.run_record.name)
+                if rec.status in ("finished", "stopped") or engine_gone(search.run_dir, rec):
                     break
+        resume_hint()
     except KeyboardInterrupt:
         pass
     finally:

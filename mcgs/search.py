@@ -319,7 +319,21 @@ class Search:
             KeyboardInterrupt: after recording the running candidate as INTERRUPTED and the
                 run as ``stopped`` (resume with :func:`mcgs.load_search`).
             ValueError: a budget or worker count that is not positive.
+            RunError: another live process is searching this run (one engine per run folder,
+                :mod:`mcgs.engine_lock`); nothing is changed.
         """
+        from mcgs.engine_lock import EngineBusy, acquire
+
+        try:
+            lock = acquire(self.run_dir)
+        except EngineBusy as exc:
+            raise RunError(str(exc)) from None
+        try:
+            return self._run_locked(time_budget, workers, max_nodes)
+        finally:
+            lock.close()
+
+    def _run_locked(self, time_budget, workers, max_nodes) -> FrozenNode | None:
         from mcgs.sandbox import kill_candidates
         from mcgs.settings import parse_duration
 

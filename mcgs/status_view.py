@@ -10,15 +10,24 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["status_view", "spend_view", "live_elapsed"]
+__all__ = ["status_view", "spend_view", "live_elapsed", "engine_gone"]
 
 TOP_K = 5
 
 
-def live_elapsed(run) -> float:
+def engine_gone(run_dir, run) -> bool:
+    """True when ``run`` is stored as running, paused or ensembling but no process holds its engine lock
+    (the engine was killed, or its machine went down, before it could record ``stopped``);
+    False when it is alive, or for a run that predates the lock (:mod:`mcgs.engine_lock`)."""
+    from mcgs.engine_lock import engine_holder, has_lock_file
+
+    return run.status in ("running", "paused", "ensembling") and has_lock_file(run_dir) and engine_holder(run_dir) is None
+
+
+def live_elapsed(run, gone: bool = False) -> float:
     """Seconds of budget spent: the stored figure, plus the time since the run's last write when
-    it is running (the engine stores its clock after every node)."""
-    if run.status != "running" or run.updated_at is None:
+    it is running (the engine stores its clock after every node) and its engine is not ``gone``."""
+    if run.status not in ("running", "ensembling") or run.updated_at is None or gone:
         return run.elapsed_s
     now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
     return run.elapsed_s + max(0.0, (now - run.updated_at).total_seconds())
@@ -45,13 +54,18 @@ def status_view(search) -> Group:
     parts: list = []
 
     budget = search.settings.time_budget_s
-    spent = live_elapsed(run)
+    gone = engine_gone(search.run_dir, run)
+    spent = live_elapsed(run, gone)
     head = Text.assemble(
-        ("run ", "bold"), (str(search.run_dir), "bold cyan"), f"  {run.status}  ",
+        ("run ", "bold"), (str(search.run_dir), "bold cyan"),
+        f"  stopped (its engine is gone: killed?)  " if gone else f"  {run.status}  ",
         f"budget {spent:.0f} s of {budget:.0f} s ({min(100.0, 100 * spent / budget):.0f} %)  ",
         f"metric {task.metric} ({'higher' if task.higher_is_better else 'lower'} is better)",
     )
     parts.append(head)
+    if gone:
+        parts.append(Text(f"no process is searching this run any more (it was stored as {run.status}); continue it with "
+                          f"`mcgs resume RUN_DIR` (nodes left running are queued again)", style="yellow"))
 
     t = Table(title="nodes by operator and state", title_justify="left")
     t.add_column("operator")

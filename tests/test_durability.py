@@ -57,8 +57,16 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
         before = _rows(db, "select id, seq, state, score, code from nodes where state = 'valid' order by seq")
         spent = _rows(db, "select node_seq, request_id, cost_usd from llm_calls order by id")
         calls_before = len(fake.requests)
+        # a second engine on the live run is refused, names the live one and changes nothing
+        second = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=120)
+        assert second.returncode == 2 and f"being searched by process {proc.pid}" in second.stderr and "mcgs worker" in second.stderr, second.stderr
+        assert _rows(db, "select status from runs") == [("running",)] and proc.poll() is None
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+        # the killed engine could not record "stopped": status must not call the run live, and --watch must end
+        shown = subprocess.run([sys.executable, "-m", "mcgs", "status", str(run), "--watch"], capture_output=True, text=True, env=env, timeout=120)
+        assert shown.returncode == 0 and "engine is gone" in shown.stdout and f"\nresume: mcgs resume {run}\n" in shown.stdout, shown.stdout + shown.stderr
+        assert _rows(db, "select status from runs") == [("running",)]  # status only reads
         try:
             res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
         finally:
