@@ -349,6 +349,9 @@ class Search:
             self.clock.budget_s = self.settings.time_budget_s
             self.storage.update_run(self.run_id, settings_json=json.dumps(self.settings.model_dump(mode="json"), default=str))
 
+        for warning in self._oversubscription():
+            logger.warning("%s", warning)
+            self.say(f"warning: {warning}")
         orphans = kill_candidates(self.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
         if orphans:
             logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
@@ -362,6 +365,7 @@ class Search:
             with self._heartbeat():
                 self._search_loop()
             if self.settings.ensemble:
+                self.storage.update_run(self.run_id, status="ensembling")  # `mcgs worker`s start no new node
                 self.build_ensemble()
         except BaseException:
             self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
@@ -373,9 +377,25 @@ class Search:
         self._save_progress(status="finished")
         return final
 
+    def _oversubscription(self) -> list[str]:
+        """Why candidates would compete for cores (each gets ``max(1, cpu_threads // workers)``
+        threads): more workers than ``cpu_threads``, or more threads than this machine has. The
+        run goes on; a candidate slowed by the contention may hit its time limit."""
+        s, cores = self.settings, os.cpu_count() or 1
+        out = []
+        if s.workers > s.cpu_threads:
+            out.append(f"{s.workers} workers with {s.cpu_threads} CPU thread(s) in all: each candidate still gets one thread, so "
+                       f"{s.workers} candidates share {s.cpu_threads} and may time out; give at most as many workers as "
+                       f"CPU threads (--workers, --cpu-threads)")
+        if s.cpu_threads > cores:
+            out.append(f"{s.cpu_threads} CPU threads asked for on a machine with {cores} core(s): candidates will compete for "
+                       f"the cores and may time out; give at most {cores} (--cpu-threads)")
+        return out
+
     def work(self, drain: bool = False) -> int:
         """Take part in a run as one more worker (``mcgs worker``): claim queued nodes and, unless
-        ``drain``, select and write new ones, until the run finishes or its budget is spent.
+        ``drain``, select and write new ones, until the run finishes, its engine builds the final
+        ensemble (status ``ensembling``) or the budget (the engine's clock) or node budget is spent.
 
         Workers may run in other processes or on other machines sharing the storage (PostgreSQL)
         and the artifacts folder. A worker records node verdicts only: the run's status, clock,
@@ -390,13 +410,21 @@ class Search:
         Raises:
             KeyboardInterrupt: after recording this worker's running node INTERRUPTED.
         """
+        from mcgs.status_view import live_elapsed
+
         self.is_worker = True
         self._requeue_lost()
         done = 0
         try:
             with self._heartbeat():
                 while not self._stop.is_set():
-                    if self.storage.get_run(self.run_record.name).status == "finished" or self._budget_exhausted():
+                    run = self.storage.get_run(self.run_record.name)
+                    if run.status in ("finished", "ensembling"):
+                        break
+                    if run.status == "running":  # the engine's clock: the elapsed time stored at
+                        # its last write (when this worker joined) lags it by up to a node
+                        self.clock.elapsed_before, self.clock.started, self.clock.paused_s = live_elapsed(run), time.monotonic(), 0.0
+                    if self._budget_exhausted():
                         break
                     if drain:
                         node = self.storage.claim_node(self.run_id, self.owner, self.settings.lease_s)
@@ -525,8 +553,11 @@ class Search:
         if self.clock.remaining - self._reserve_s < MIN_CANDIDATE_S:
             return "time budget spent"
         if self.settings.max_nodes is not None:
-            done = sum(1 for n in self.nodes() if n.state.is_finished() and n.operator is not Operator.ENSEMBLE)
-            if done + in_flight >= self.settings.max_nodes:
+            nodes = [n for n in self.nodes() if n.operator not in (Operator.ROOT, Operator.ENSEMBLE)]
+            done = sum(1 for n in nodes if n.state.is_finished())
+            # claimed by any process (this one's workers, `mcgs worker`s): they will finish too
+            claimed = sum(1 for n in nodes if n.state is NodeState.RUNNING or (n.state is NodeState.PENDING and n.owner))
+            if done + max(in_flight, claimed) >= self.settings.max_nodes:
                 return "node budget spent"
         return None
 

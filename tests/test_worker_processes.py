@@ -119,3 +119,60 @@ def test_status_shows_nodes_in_flight_their_workers_and_the_queue(tmp_path):
     result = CliRunner().invoke(app, ["status", str(tmp_path / "run")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "in flight: 2 node(s) on 2 worker(s); 1 queued" in result.output
+
+
+def test_a_worker_starts_no_node_once_the_engine_ensembles_or_a_budget_is_spent(tmp_path):
+    """A joining worker stops launching when the engine builds the final ensemble, when running
+    and finished nodes together fill the node budget, and on the engine's clock (the elapsed
+    time stored at its last write plus the time since), not on a clock of its own that starts
+    from that stored figure."""
+    import sqlite3
+
+    from mcgs.search import open_search
+
+    task = build_demo_task(tmp_path / "task")
+    run_dir = tmp_path / "run"
+    create_search(task, run_dir, settings=SearchSettings(coder="recipe", plan_candidates=0, max_nodes=3, time_budget_s=600)).storage.close()
+    s = open_search(run_dir)
+    root = s.nodes()[0]
+
+    def add(owner=None):
+        return s.storage.add_node(s.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="", code=CONSTANT_PROGRAM, owner=owner)
+
+    s.storage.finish_node(add("engine:1:1").id, state=NodeState.VALID, score=0.5)
+    queued = add()
+    # the engine is building the final ensemble: nothing is claimed, not even a queued node
+    s.storage.update_run(s.run_id, status="ensembling")
+    assert s.work() == 0 and {n.seq: n.state for n in s.nodes()}[queued.seq] is NodeState.PENDING
+    # running nodes of another process count against the node budget (3): 1 done + 2 running
+    s.storage.update_run(s.run_id, status="running")
+    running = [add("engine:1:1") for _ in range(2)]
+    for n in running:
+        s.storage.set_running(n.id, f"nodes/{n.seq:05d}")
+    assert s._budget_exhausted() == "node budget spent"
+    s.storage.close()
+    # the engine's clock: 0 s stored as spent, but its last write was 650 s ago, on a 600 s budget
+    con = sqlite3.connect(run_dir / "mcgs.db")
+    con.execute("update nodes set state = 'interrupted' where state = 'running'")
+    con.execute("update runs set elapsed_s = 0, updated_at = datetime('now', '-650 seconds')")
+    con.commit()
+    con.close()
+    s = open_search(run_dir)
+    assert s._budget_exhausted() is None  # its own clock, at the stored 0 s, would launch
+    assert s.work() == 0 and {n.seq: n.state for n in s.nodes()}[queued.seq] is NodeState.PENDING
+    s.storage.close()
+
+
+def test_more_workers_than_cpu_threads_or_threads_than_cores_is_warned_at_the_start(tmp_path):
+    task = build_demo_task(tmp_path / "task")
+    cores = os.cpu_count() or 1
+    for i, (workers, threads, says) in enumerate([(1, 1, []), (3, 2, ["3 workers with 2 CPU thread(s)"]), (1, cores + 1, [f"{cores + 1} CPU threads"])]):
+        search = create_search(task, tmp_path / f"run{i}", settings=SearchSettings(coder="recipe", plan_candidates=0, workers=workers,
+                                                                                   cpu_threads=threads, ensemble=False))
+        said = []
+        search.say = said.append
+        search._search_loop = lambda: None  # the warning is said at the start; no candidate is needed
+        search.run()
+        search.storage.close()
+        warned = [m for m in said if m.startswith("warning:")]
+        assert len(warned) == len(says) and all(w in m for w, m in zip(says, warned)), said
