@@ -1215,12 +1215,17 @@ def open_search(
                     if any((run_dir / f).is_file() for f in ("task.yaml", "train.csv", "config.yaml"))
                     else " pass the folder given to `mcgs run TASK --out RUN_DIR`, or start a run with that command")
             raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing);{hint}")
+        if db.stat().st_size == 0:  # opening it would write an empty schema into it
+            raise RunError(f"{db} is empty (0 bytes): the run's storage was truncated or lost; restore it from a copy, "
+                           f"or start a new run with another --out")
         storage = default_storage_url(run_dir)
     store = _open_storage(storage)
     runs = store.list_runs()
     if not runs:
         store.close()
-        raise RunError(f"{_safe_url(storage)} has no run")
+        raise RunError(f"{_safe_url(storage)} has no run" + (
+            "; it holds no run's records (a damaged or foreign file): restore it from a copy, or start a new run with another --out"
+            if storage.startswith("sqlite") else ""))
     if name is None:
         if len(runs) > 1:
             store.close()

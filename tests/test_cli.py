@@ -162,6 +162,11 @@ def test_set_report_and_storage_errors_name_the_file_and_leave_nothing_behind(tm
         code, output = invoke(*cmd)
         assert code == 2 and "mcgs.db" in output and "start a new run with another --out" in output, output
     assert not (damaged / "overrides.json").exists()
+    (damaged / "mcgs.db").write_bytes(b"")  # truncated to nothing: said so, and left at 0 bytes
+    for cmd in (("status", damaged), ("report", damaged, "-o", tmp_path / "r.html"), ("resume", damaged)):
+        code, output = invoke(*cmd)
+        assert code == 2 and "is empty (0 bytes)" in output and "start a new run with another --out" in output, output
+    assert (damaged / "mcgs.db").stat().st_size == 0
     # a storage URL that does not open leaves no empty run folder
     code, output = invoke("run", task, "--out", tmp_path / "new", "--storage", "nosuch://x")
     assert code == 2 and "cannot open the storage" in output and "such as sqlite:///" in output and not (tmp_path / "new").exists()
