@@ -347,7 +347,8 @@ class Search:
         if changes:
             self.settings = SearchSettings(**{**self.settings.model_dump(), **changes})
             self.clock.budget_s = self.settings.time_budget_s
-            self.storage.update_run(self.run_id, settings_json=json.dumps(self.settings.model_dump(mode="json"), default=str))
+        # stored every time: a budget given to load_search (mcgs resume --time-budget) too
+        self.storage.update_run(self.run_id, settings_json=json.dumps(self.settings.model_dump(mode="json"), default=str))
 
         for warning in self._oversubscription():
             logger.warning("%s", warning)

@@ -321,3 +321,19 @@ def test_a_run_pauses_below_the_free_space_floor_and_continues_when_it_is_lowere
     assert [n.is_valid for n in search.nodes() if n.parent_id is not None] == [True]
     bad = CliRunner().invoke(app, ["set", str(tmp_path / "run"), "num_drafts=3"])
     assert bad.exit_code == 2 and "min_free_disk_mb" in bad.output
+
+
+def test_a_new_budget_given_on_resume_is_stored_with_the_run(tmp_path):
+    """`mcgs resume RUN_DIR --time-budget 15m` opens the run with the new total; it must be the
+    run's budget from then on (status, the next plain resume), not only this sitting's."""
+    task = build_demo_task(tmp_path / "task")
+    run_dir = tmp_path / "run"
+    search = create_search(task, run_dir, settings=SearchSettings(coder="recipe", plan_candidates=0, time_budget_s=40, ensemble=False))
+    search.storage.close()
+    resumed = open_search(run_dir, time_budget_s=900)
+    resumed._search_loop = lambda: None  # the budget is stored at the start; no candidate is needed
+    resumed.run()
+    resumed.storage.close()
+    again = open_search(run_dir)
+    assert again.settings.time_budget_s == 900 and again.clock.budget_s == 900
+    again.storage.close()

@@ -176,3 +176,4 @@ def test_more_workers_than_cpu_threads_or_threads_than_cores_is_warned_at_the_st
         search.storage.close()
         warned = [m for m in said if m.startswith("warning:")]
         assert len(warned) == len(says) and all(w in m for w, m in zip(says, warned)), said
+
