@@ -360,6 +360,10 @@ def _infer_kind(train, target_columns, metric_kind, where: str) -> tuple[str, li
 
         if not pd.api.types.is_numeric_dtype(y):
             raise TaskError(f"{where}: the metric is a regression metric but target {target_columns[0]!r} is not numeric ({(train[target_columns[0]].dropna().astype(str).head(1).tolist() or ['?'])[0]!r} ...); use a classification metric (accuracy, roc_auc, log_loss, f1) or a numeric target")
+        values = y.dropna().unique()
+        if len(values) == 1:
+            raise TaskError(f"{where}: target {target_columns[0]!r} has the single value {_json_value(values[0])!r} in every row; nothing to "
+                            f"learn: the training file needs rows with different target values")
         return "regression", None
     labels = sorted(y.unique().tolist(), key=lambda v: (str(type(v)), v))
     if len(labels) < 2:
