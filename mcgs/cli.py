@@ -146,6 +146,10 @@ def _setup_logging(verbose: bool) -> None:
         format="%(message)s",
         handlers=[RichHandler(console=console, show_path=False)],
     )
+    from mcgs.settings import unknown_environment
+
+    for message in unknown_environment():  # a typo'd MCGS_* variable would be silently ignored
+        console.print(f"warning: {message}", highlight=False, markup=False)
 
 
 def _drive(search) -> None:

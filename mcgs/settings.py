@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "format_duration", "setting_choices", "setting_default", "settings_file"]
+__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "format_duration", "setting_choices", "setting_default", "settings_file", "unknown_environment"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -390,3 +390,37 @@ def setting_choices(name: str) -> tuple[str, ...]:
     if not choices or not all(isinstance(c, str) for c in choices):
         raise ValueError(f"setting {name!r} has no fixed choices")
     return tuple(choices)
+
+
+#: ``MCGS_*`` variables that are not settings: the settings file, and what the engine and an
+#: exported model pass to a candidate or a predict/refit run.
+NOT_SETTINGS = frozenset({"SETTINGS_FILE", "MODE", "MODEL_FILE", "PREDICT_INPUT", "PREDICT_OUTPUT", "SANDBOX_ID",
+                          "SHARED_DATA", "LIVE_ANTHROPIC_API_KEY"})
+
+
+def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
+    """One message per ``MCGS_*`` environment variable that names no setting (a typo is
+    otherwise silently ignored: pydantic-settings reads only the names it knows), with the
+    closest setting's variable when there is one.
+
+    Args:
+        environ: The environment to check; default ``os.environ``.
+    """
+    import difflib
+    import os
+
+    environ = os.environ if environ is None else environ
+    top = {name.upper() for name in SearchSettings.model_fields}
+    nested = {f"LLM__{name.upper()}" for name in LLMSettings.model_fields}
+    known = top | nested | NOT_SETTINGS
+    out = []
+    for var in sorted(environ):
+        if not var.upper().startswith("MCGS_"):
+            continue
+        name = var[5:].upper()
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(top | nested), n=1)
+        out.append(f"{var} is not a setting and is ignored" + (f"; did you mean MCGS_{close[0]}?" if close else
+                                                               "; see mcgs/settings.py or docs/user_guide.md, section Settings"))
+    return out

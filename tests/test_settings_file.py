@@ -111,3 +111,22 @@ def test_run_help_shows_the_settings_defaults_and_choices(monkeypatch):
         setting_choices("seed")
     bad = CliRunner().invoke(app, ["run", "x", "--out", "y", "--policy", "bogus"])
     assert bad.exit_code != 0 and all(p in bad.output for p in setting_choices("policy"))
+
+
+def test_a_mistyped_mcgs_variable_is_named_with_the_setting_it_resembles(tmp_path):
+    """pydantic-settings reads only the MCGS_* names it knows, so MCGS_CREDIT_SHAR=0.5 ran with
+    the default credit share and said nothing; every command that searches now warns."""
+    from mcgs.demo import build_demo_task
+    from mcgs.settings import unknown_environment
+
+    env = {"MCGS_CREDIT_SHAR": "0.5", "MCGS_LLM__MAX_TOKEN": "100", "MCGS_ZZZ": "1", "MCGS_CREDIT_SHARE": "0.5",
+           "MCGS_LLM__BASE_URL": "http://x", "MCGS_SETTINGS_FILE": "a.toml", "MCGS_MODE": "predict", "PATH": "/bin"}
+    warned = unknown_environment(env)
+    assert len(warned) == 3
+    assert "MCGS_CREDIT_SHAR is not a setting" in warned[0] and "did you mean MCGS_CREDIT_SHARE?" in warned[0]
+    assert "MCGS_LLM__MAX_TOKEN is not a setting" in warned[1] and "MCGS_LLM__MAX_TOKENS?" in warned[1]
+    assert "MCGS_ZZZ" in warned[2] and "docs/user_guide.md" in warned[2]
+    task = build_demo_task(tmp_path / "task")
+    result = CliRunner().invoke(app, ["run", str(task), "--out", str(tmp_path / "run"), "--max-nodes", "0"],
+                                env={"MCGS_CREDIT_SHAR": "0.5", "COLUMNS": "200"})
+    assert "warning: MCGS_CREDIT_SHAR is not a setting and is ignored; did you mean MCGS_CREDIT_SHARE?" in result.output, result.output
