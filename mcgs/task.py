@@ -334,6 +334,29 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
     return list(target), id_column, echo
 
 
+def _check_column_types(train, test, where: str, train_file: str, test_file: str) -> None:
+    """A column that holds numbers in the training file must hold numbers (or blanks) in the
+    test file: a model fitted on numbers cannot read text there.
+
+    Raises:
+        TaskError: naming the file, the column, a few of the values and the rows they are on.
+    """
+    import pandas as pd
+
+    for c in train.columns:
+        if c not in test.columns or not pd.api.types.is_numeric_dtype(train[c]) or pd.api.types.is_numeric_dtype(test[c]):
+            continue
+        bad = test[c].notna() & pd.to_numeric(test[c], errors="coerce").isna()
+        if bad.any():
+            rows = [int(i) + 2 for i in bad[bad].index[:3]]  # line numbers, counting the header
+            values = test.loc[bad, c].astype(str).unique()[:3].tolist()
+            raise TaskError(
+                f"{where}: column {c!r} holds numbers in {train_file} but {int(bad.sum())} value(s) that are not numbers in "
+                f"{test_file} ({', '.join(repr(v) for v in values)}; line(s) {', '.join(map(str, rows))}); fix those values, "
+                f"or leave them blank if they are missing"
+            )
+
+
 def _json_value(v: Any) -> Any:
     """Turn a numpy / pandas scalar into a plain JSON value."""
     if hasattr(v, "item"):
@@ -409,6 +432,7 @@ def _build_spec(
     if id_column is not None:
         _check_ids(test, sample, id_column, where)
     kind, labels = _infer_kind(train, target, metric.kind, where)
+    _check_column_types(train, test, where, cfg.train_file, cfg.test_file)
     positive = None
     if kind == "binary":
         positive = cfg.positive_class if cfg.positive_class is not None else _default_positive(labels)
