@@ -273,6 +273,12 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
         first = sub_cols[0]
         if first in test.columns and first in train.columns and sample[first].is_unique:
             inferred_id = first
+        elif id_column is None and target is None and len(sub_cols) > 1 and first in train.columns and sample[first].is_unique:
+            raise TaskError(
+                f"{where}: the first column of sample_submission.csv, {first!r}, looks like the id (unique, and in the "
+                f"training file) but the test file has no column {first!r} (columns: {list(test.columns)}); add it to "
+                f"the test file, or, if the submission has no id, set `no_id_column: true` and `target:` in task.yaml"
+            )
     if id_column is not None:
         if id_column not in sample.columns:
             raise TaskError(

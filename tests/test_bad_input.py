@@ -45,6 +45,8 @@ ERRORS = [
      None, {}, ["ids of sample_submission.csv and the test file differ", "'x0'"]),
     ("a test row without id", lambda f: _csv(f, "test.csv", _rd(f, "test.csv").assign(pid=[None] + [f"{i:04d}_02" for i in range(1, 20)])), None, {}, ["'pid'", "1 missing values"]),
     ("constant target", lambda f: _csv(f, "train.csv", _rd(f, "train.csv").assign(label="yes")), None, {}, ["'label'", "single class"]),
+    ("test file without the id", lambda f: _csv(f, "test.csv", _rd(f, "test.csv").drop(columns="pid")), None, {},
+     ["'pid'", "looks like the id", "test file has no column 'pid'", "no_id_column"]),
     ("text in a numeric test column", lambda f: _csv(f, "test.csv", _rd(f, "test.csv").assign(x=lambda d: d["x"].astype(object).where(d.index != 4, "abc"))),
      None, {}, ["'x'", "numbers in train.csv", "test.csv", "'abc'", "line(s) 6", "fix those values"]),
     ("constant regression target", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(label=1.5)), _yaml("metric: rmse\n")(f)), None, {},
