@@ -353,6 +353,10 @@ class Search:
         for warning in self._oversubscription():
             logger.warning("%s", warning)
             self.say(f"warning: {warning}")
+        train_only = list(self.profile.get("train_only_columns", ()))
+        if train_only:
+            shown = ", ".join(repr(c) for c in train_only[:8]) + (f" and {len(train_only) - 8} more" if len(train_only) > 8 else "")
+            self.say(f"note: {len(train_only)} column(s) of the training file are not in the test file and are never features: {shown}")
         orphans = kill_candidates(self.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
         if orphans:
             logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)

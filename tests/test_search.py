@@ -337,3 +337,19 @@ def test_a_new_budget_given_on_resume_is_stored_with_the_run(tmp_path):
     again = open_search(run_dir)
     assert again.settings.time_budget_s == 900 and again.clock.budget_s == 900
     again.storage.close()
+
+
+def test_training_columns_missing_from_the_test_file_are_named_at_the_start(tmp_path):
+    task = build_demo_task(tmp_path / "task")
+    test = pd.read_csv(task / "test.csv")
+    dropped = [c for c in test.columns if c not in ("id",)][:2]
+    test.drop(columns=dropped).to_csv(task / "test.csv", index=False)
+    search = create_search(task, tmp_path / "run", settings=SearchSettings(coder="recipe", plan_candidates=0, ensemble=False))
+    said = []
+    search.say = said.append
+    search._search_loop = lambda: None  # said at the start; no candidate is needed
+    search.run()
+    search.storage.close()
+    notes = [m for m in said if m.startswith("note:")]
+    assert len(notes) == 1 and "2 column(s) of the training file are not in the test file" in notes[0]
+    assert all(repr(c) in notes[0] for c in dropped), notes
