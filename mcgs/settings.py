@@ -348,6 +348,13 @@ class SearchSettings(BaseSettings):
         ``min(per_run_timeout_s, node_timeout_share * time_budget_s)``."""
         return min(self.per_run_timeout_s, self.node_timeout_share * self.time_budget_s)
 
+    @field_validator("ensemble_method", "policy", "coder", "isolation", mode="before")
+    @classmethod
+    def _choice_case(cls, value: Any) -> Any:
+        """Choices in any case and with spaces around them, as the CLI's options take them
+        (``MCGS_POLICY=MCGS`` as ``--policy MCGS``)."""
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("recipe_models")
     @classmethod
     def _known_models(cls, models: list[str] | None) -> list[str] | None:

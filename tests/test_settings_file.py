@@ -130,3 +130,15 @@ def test_a_mistyped_mcgs_variable_is_named_with_the_setting_it_resembles(tmp_pat
     result = CliRunner().invoke(app, ["run", str(task), "--out", str(tmp_path / "run"), "--max-nodes", "0"],
                                 env={"MCGS_CREDIT_SHAR": "0.5", "COLUMNS": "200"})
     assert "warning: MCGS_CREDIT_SHAR is not a setting and is ignored; did you mean MCGS_CREDIT_SHARE?" in result.output, result.output
+
+
+def test_choices_are_taken_in_any_case_from_the_environment_and_the_file_as_from_options(tmp_path, monkeypatch):
+    monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCGS_POLICY", "MCGS")
+    (tmp_path / "mcgs.toml").write_text('ensemble_method = " Stacking"\ncoder = "Recipe"\n')
+    s = SearchSettings()
+    assert (s.policy, s.ensemble_method, s.coder) == ("mcgs", "stacking", "recipe")
+    monkeypatch.setenv("MCGS_POLICY", "mcts")
+    with pytest.raises(ValueError, match="'mcgs', 'tree' or 'greedy'"):
+        SearchSettings()
