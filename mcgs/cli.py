@@ -504,6 +504,11 @@ def worker(
         from mcgs.search import open_search
 
         search = open_search(artifacts, storage=storage, name=run_name)
+    status = search.storage.get_run(search.run_record.name).status
+    if status in ("finished", "ensembling"):
+        search.storage.close()
+        out.print(f"the run in {artifacts} is {status}: no node is left to work on (a worker joins a run while it searches)")
+        return
     search.say = _say
     _stop_on_signals(search)
     try:

@@ -177,3 +177,16 @@ def test_more_workers_than_cpu_threads_or_threads_than_cores_is_warned_at_the_st
         warned = [m for m in said if m.startswith("warning:")]
         assert len(warned) == len(says) and all(w in m for w, m in zip(says, warned)), said
 
+
+
+def test_a_worker_on_a_finished_run_says_there_is_nothing_to_do(tmp_path):
+    from typer.testing import CliRunner
+
+    from mcgs.cli import app
+
+    task = build_demo_task(tmp_path / "task")
+    search = create_search(task, tmp_path / "run", settings=SearchSettings(coder="recipe", plan_candidates=0))
+    search.storage.update_run(search.run_id, status="finished")
+    search.storage.close()
+    result = CliRunner().invoke(app, ["worker", "--artifacts", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "is finished: no node is left to work on" in result.output, result.output
