@@ -22,6 +22,11 @@ def describe_validation_error(exc: ValidationError, *, what: str = "setting", ex
             lines.append(f"  {loc}: required; add `{loc}: ...`" + (f" ({example})" if example else ""))
         elif err["type"] == "extra_forbidden":
             lines.append(f"  {loc}: unknown {what}; remove it or check its spelling")
+        elif not loc:  # a check across fields (exploit_full below exploit_start): the message names them
+            lines.append(f"  {err['msg'].removeprefix('Value error, ')}")
         else:
-            lines.append(f"  {loc}: {err['msg']}")
+            hint = ""
+            if err["type"] in ("list_type", "tuple_type"):
+                hint = ' (in an environment variable, a JSON list: MCGS_NAME=\'["a", "b"]\' or \'[0.3, 0.7]\')'
+            lines.append(f"  {loc}: {err['msg']}{hint}")
     return "\n".join(lines)

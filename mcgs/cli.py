@@ -70,6 +70,7 @@ def _user_errors(out_option: str = "--out"):
     from mcgs.task import TaskError
 
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     from mcgs._validation import describe_validation_error
 
@@ -83,12 +84,20 @@ def _user_errors(out_option: str = "--out"):
         except ValueError:
             path = None
         loc = exc.errors()[0].get("loc") if exc.errors() else None
-        env = f"MCGS_{str(loc[0]).upper()}" if loc else "MCGS_<NAME>"
+        env = "MCGS_" + "__".join(str(p).upper() for p in loc[:2]) if loc else "MCGS_<NAME>"  # nested: MCGS_LLM__MAX_TOKENS
+        source = (f"a command-line option or the environment variable {env}" if loc else
+                  "command-line options or MCGS_* environment variables")
         _fail(
             f"invalid {exc.title} value:\n" + describe_validation_error(exc)
-            + f"\n  (set by a command-line option or the environment variable {env}"
-            + (f", or in the settings file {path}" if path else "") + ")"
+            + f"\n  (set by {source}" + (f", or in the settings file {path}" if path else "") + ")"
         )
+    except SettingsError as exc:  # an MCGS_* value that is not JSON where a list is expected
+        import re
+
+        field = re.search(r'field "([^"]+)"', str(exc))
+        name = f"MCGS_{field.group(1).upper()}" if field else "an MCGS_* variable"
+        _fail(f"{name} cannot be read ({exc}): a list setting takes JSON in the environment, "
+              f"e.g. {name}='[0.3, 0.7]' or '[\"model.lightgbm\"]'")
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))
     except OSError as exc:  # a folder that cannot be created or written
@@ -149,7 +158,7 @@ def _setup_logging(verbose: bool) -> None:
     from mcgs.settings import unknown_environment
 
     for message in unknown_environment():  # a typo'd MCGS_* variable would be silently ignored
-        console.print(f"warning: {message}", highlight=False, markup=False)
+        console.print(f"warning: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _drive(search) -> None:

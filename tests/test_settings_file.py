@@ -142,3 +142,21 @@ def test_choices_are_taken_in_any_case_from_the_environment_and_the_file_as_from
     monkeypatch.setenv("MCGS_POLICY", "mcts")
     with pytest.raises(ValueError, match="'mcgs', 'tree' or 'greedy'"):
         SearchSettings()
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"MCGS_EXPLOIT_START": "0.9", "MCGS_EXPLOIT_FULL": "0.5"}, ["exploit_full (0.5) must not be below exploit_start (0.9)", "MCGS_* environment variables"]),
+    ({"MCGS_LLM__MAX_TOKENS": "10"}, ["llm.max_tokens", "environment variable MCGS_LLM__MAX_TOKENS"]),
+    ({"MCGS_UCT_DECAY_PHASES": "0.7,0.3"}, ["MCGS_UCT_DECAY_PHASES cannot be read", "takes JSON", "'[0.3, 0.7]'"]),
+    ({"MCGS_RECIPE_MODELS": "model.lightgbm"}, ["recipe_models", "a JSON list"]),
+])
+def test_a_bad_environment_value_names_its_variable_and_the_format(tmp_path, monkeypatch, env, says):
+    from mcgs.demo import build_demo_task
+
+    monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    task = build_demo_task(tmp_path / "task")
+    result = CliRunner().invoke(app, ["run", str(task), "--out", str(tmp_path / "run"), "--max-nodes", "1"], env={**env, "COLUMNS": "300"})
+    assert result.exit_code == 2 and all(w in result.output for w in says), result.output
+    assert ": Value error" not in result.output and "MCGS_<NAME>" not in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()
