@@ -348,6 +348,15 @@ class SearchSettings(BaseSettings):
         ``min(per_run_timeout_s, node_timeout_share * time_budget_s)``."""
         return min(self.per_run_timeout_s, self.node_timeout_share * self.time_budget_s)
 
+    @field_validator("time_budget_s", "per_run_timeout_s", "ensemble_reserve_s", "screen_timeout_s", "lease_s", mode="before")
+    @classmethod
+    def _duration_text(cls, value: Any) -> Any:
+        """A duration as the CLI takes it (``"10m"``, ``"1.5h"``) in MCGS_* variables and the
+        settings file too; a bare number is seconds."""
+        if isinstance(value, str) and value.strip() and value.strip()[-1].lower() in "smhd":
+            return parse_duration(value)
+        return value
+
     @field_validator("ensemble_method", "policy", "coder", "isolation", mode="before")
     @classmethod
     def _choice_case(cls, value: Any) -> Any:

@@ -160,3 +160,15 @@ def test_a_bad_environment_value_names_its_variable_and_the_format(tmp_path, mon
     assert result.exit_code == 2 and all(w in result.output for w in says), result.output
     assert ": Value error" not in result.output and "MCGS_<NAME>" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_durations_are_taken_with_units_from_the_environment_and_the_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCGS_TIME_BUDGET_S", "10m")
+    (tmp_path / "mcgs.toml").write_text('per_run_timeout_s = "90s"\nensemble_reserve_s = 0\n')
+    s = SearchSettings()
+    assert (s.time_budget_s, s.per_run_timeout_s, s.ensemble_reserve_s) == (600.0, 90.0, 0.0)
+    monkeypatch.setenv("MCGS_TIME_BUDGET_S", "ten m")
+    with pytest.raises(ValueError, match="cannot read duration 'ten m'"):
+        SearchSettings()
