@@ -518,6 +518,18 @@ def worker(
         search.storage.close()
         out.print(f"the run in {artifacts} is {status}: no node is left to work on (a worker joins a run while it searches)")
         return
+    import os
+    import socket
+
+    from mcgs.engine_lock import engine_holder
+
+    holder = engine_holder(artifacts) or {}
+    cores = os.cpu_count() or 1
+    if holder.get("host") == socket.gethostname() and search.settings.cpu_threads * 2 > cores:
+        console.print(f"warning: the run's engine (process {holder.get('pid')}) runs on this machine too, with up to "
+                      f"{search.settings.cpu_threads} CPU thread(s) for its candidates, and so will this worker: {cores} core(s) "
+                      f"in all, so candidates compete and may time out; lower the run's --cpu-threads, or run workers on "
+                      f"other machines", highlight=False, markup=False, soft_wrap=True)
     search.say = _say
     _stop_on_signals(search)
     try:

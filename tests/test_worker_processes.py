@@ -190,3 +190,27 @@ def test_a_worker_on_a_finished_run_says_there_is_nothing_to_do(tmp_path):
     search.storage.close()
     result = CliRunner().invoke(app, ["worker", "--artifacts", str(tmp_path / "run")], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "is finished: no node is left to work on" in result.output, result.output
+
+
+def test_a_worker_on_the_engines_machine_is_warned_when_their_threads_exceed_the_cores(tmp_path):
+    from typer.testing import CliRunner
+
+    from mcgs.cli import app
+    from mcgs.engine_lock import acquire
+
+    task = build_demo_task(tmp_path / "task")
+    cores = os.cpu_count() or 1
+    search = create_search(task, tmp_path / "run", settings=SearchSettings(coder="recipe", plan_candidates=0, cpu_threads=cores, max_nodes=1))
+    root = search.nodes()[0]
+    done = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="", code=CONSTANT_PROGRAM, owner="e:1:1")
+    search.storage.finish_node(done.id, state=NodeState.VALID, score=0.5)  # the node budget is spent: the worker exits at once
+    search.storage.close()
+    lock = acquire(tmp_path / "run")  # an engine of this process, on this machine
+    try:
+        result = CliRunner().invoke(app, ["worker", "--artifacts", str(tmp_path / "run")], env={"COLUMNS": "300"})
+    finally:
+        lock.close()
+    assert result.exit_code == 0, result.output
+    assert f"the run's engine (process {os.getpid()}) runs on this machine too" in result.output and "may time out" in result.output
+    result = CliRunner().invoke(app, ["worker", "--artifacts", str(tmp_path / "run")], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and "runs on this machine too" not in result.output  # no live engine
