@@ -132,15 +132,25 @@ def test_a_mistyped_mcgs_variable_is_named_with_the_setting_it_resembles(tmp_pat
     assert "warning: MCGS_CREDIT_SHAR is not a setting and is ignored; did you mean MCGS_CREDIT_SHARE?" in result.output, result.output
 
 
-def test_choices_are_taken_in_any_case_from_the_environment_and_the_file_as_from_options(tmp_path, monkeypatch):
+@pytest.mark.parametrize("env, toml, read, bad_env, says", [
+    # choices in any case, as --policy MCGS takes them
+    ({"MCGS_POLICY": "MCGS"}, 'ensemble_method = " Stacking"\ncoder = "Recipe"\n', {"policy": "mcgs", "ensemble_method": "stacking", "coder": "recipe"},
+     {"MCGS_POLICY": "mcts"}, "'mcgs', 'tree' or 'greedy'"),
+    # durations with units, as --time-budget 10m takes them; a bare number is seconds
+    ({"MCGS_TIME_BUDGET_S": "10m"}, 'per_run_timeout_s = "90s"\nensemble_reserve_s = 0\n', {"time_budget_s": 600.0, "per_run_timeout_s": 90.0, "ensemble_reserve_s": 0.0},
+     {"MCGS_TIME_BUDGET_S": "ten m"}, "cannot read duration 'ten m'"),
+])
+def test_the_environment_and_the_file_read_values_as_the_cli_options_do(tmp_path, monkeypatch, env, toml, read, bad_env, says):
     monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MCGS_POLICY", "MCGS")
-    (tmp_path / "mcgs.toml").write_text('ensemble_method = " Stacking"\ncoder = "Recipe"\n')
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    (tmp_path / "mcgs.toml").write_text(toml)
     s = SearchSettings()
-    assert (s.policy, s.ensemble_method, s.coder) == ("mcgs", "stacking", "recipe")
-    monkeypatch.setenv("MCGS_POLICY", "mcts")
-    with pytest.raises(ValueError, match="'mcgs', 'tree' or 'greedy'"):
+    assert {k: getattr(s, k) for k in read} == read
+    for k, v in bad_env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match=says):
         SearchSettings()
 
 
@@ -160,15 +170,3 @@ def test_a_bad_environment_value_names_its_variable_and_the_format(tmp_path, mon
     assert result.exit_code == 2 and all(w in result.output for w in says), result.output
     assert ": Value error" not in result.output and "MCGS_<NAME>" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run").exists()
-
-
-def test_durations_are_taken_with_units_from_the_environment_and_the_file(tmp_path, monkeypatch):
-    monkeypatch.delenv("MCGS_SETTINGS_FILE", raising=False)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MCGS_TIME_BUDGET_S", "10m")
-    (tmp_path / "mcgs.toml").write_text('per_run_timeout_s = "90s"\nensemble_reserve_s = 0\n')
-    s = SearchSettings()
-    assert (s.time_budget_s, s.per_run_timeout_s, s.ensemble_reserve_s) == (600.0, 90.0, 0.0)
-    monkeypatch.setenv("MCGS_TIME_BUDGET_S", "ten m")
-    with pytest.raises(ValueError, match="cannot read duration 'ten m'"):
-        SearchSettings()
