@@ -516,7 +516,7 @@ def worker(
     status = search.storage.get_run(search.run_record.name).status
     if status in ("finished", "ensembling"):
         search.storage.close()
-        out.print(f"the run in {artifacts} is {status}: no node is left to work on (a worker joins a run while it searches)")
+        out.print(f"the run in {artifacts} is {status}: no node is left to work on (a worker joins a run while it searches)", soft_wrap=True)
         return
     import os
     import socket
