@@ -94,10 +94,15 @@ def _user_errors(out_option: str = "--out"):
     except SettingsError as exc:  # an MCGS_* value that is not JSON where a list is expected
         import re
 
+        from mcgs.settings import setting_default
+
         field = re.search(r'field "([^"]+)"', str(exc))
         name = f"MCGS_{field.group(1).upper()}" if field else "an MCGS_* variable"
-        _fail(f"{name} cannot be read ({exc}): a list setting takes JSON in the environment, "
-              f"e.g. {name}='[0.3, 0.7]' or '[\"model.lightgbm\"]'")
+        try:
+            example = json.dumps(list(setting_default(field.group(1))))  # its default, as JSON
+        except Exception:  # no such field, or no list default (recipe_models is None)
+            example = '["model.lightgbm", "model.catboost"]' if field and field.group(1) == "recipe_models" else "[0.3, 0.7]"
+        _fail(f"{name} cannot be read ({exc}): a list setting takes JSON in the environment, e.g. {name}='{example}'")
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))
     except OSError as exc:  # a folder that cannot be created or written

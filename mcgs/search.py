@@ -350,9 +350,8 @@ class Search:
         # stored every time: a budget given to load_search (mcgs resume --time-budget) too
         self.storage.update_run(self.run_id, settings_json=json.dumps(self.settings.model_dump(mode="json"), default=str))
 
-        for warning in self._oversubscription():
-            logger.warning("%s", warning)
-            self.say(f"warning: {warning}")
+        for warning in self._oversubscription():  # said once: the CLI prints say(), a library caller logs it
+            (logger.warning if self.say == logger.info else self.say)(f"warning: {warning}")
         train_only = list(self.profile.get("train_only_columns", ()))
         if train_only:
             shown = ", ".join(repr(c) for c in train_only[:8]) + (f" and {len(train_only) - 8} more" if len(train_only) > 8 else "")

@@ -99,7 +99,8 @@ def status_view(search) -> Group:
     retried = sum(1 for n in nodes if n.attempts > 1)
     if running or queued or retried:
         parts.append(Text(
-            f"in flight: {len(running)} node(s) on {len({n.owner for n in running})} worker(s); {queued} queued"
+            (f"left running by the lost engine or its workers: {len(running)} node(s) (queued again on resume); {queued} queued" if gone else
+             f"in flight: {len(running)} node(s) on {len({n.owner for n in running})} worker(s); {queued} queued")
             + (f"; {retried} node(s) rerun after their worker was lost" if retried else "")
         ))
     iso = run.isolation
