@@ -334,7 +334,7 @@ def run(
     time_budget: Optional[str] = typer.Option(None, show_default=format_duration(setting_default("time_budget_s")), help="Wall-clock budget of the whole run, e.g. 90s, 10m, 2h."),
     per_run_timeout: Optional[str] = typer.Option(None, show_default=format_duration(setting_default("per_run_timeout_s")), help="Wall-clock limit of one candidate program."),
     seed: Optional[int] = typer.Option(None, show_default=str(setting_default("seed")), help="Seed of the search."),
-    max_nodes: Optional[int] = typer.Option(None, help="Stop after this many finished nodes."),
+    max_nodes: Optional[int] = typer.Option(None, help="Stop searching after this many finished nodes (the final ensemble comes on top)."),
     memory_mb: Optional[int] = typer.Option(None, show_default=str(setting_default("memory_mb")), help="Memory limit of one candidate, MiB."),
     workers: Optional[int] = typer.Option(None, min=1, show_default=str(setting_default("workers")), help="Candidates run at once; each gets an equal share of --cpu-threads."),
     cpu_threads: Optional[int] = typer.Option(

@@ -309,7 +309,8 @@ class Search:
             time_budget: The run's total wall budget (seconds, or ``"10m"``, ``"2h"``); default
                 the stored one. Time already spent counts against it.
             workers: Candidates to run at once in this process; default the stored setting.
-            max_nodes: Stop after this many finished nodes; default the stored setting.
+            max_nodes: Stop searching after this many finished nodes (the final ensemble, built
+                after them, is not counted); default the stored setting.
             (Given values are stored with the run, so a later resume keeps them.)
 
         Returns:
