@@ -226,7 +226,7 @@ def _drive(search) -> None:
             stop.set()
         progress.update(task_id, description=describe())  # nodes that ended without a callback (interrupted at the deadline)
     if _summary(search) is None:  # scripts see a failed run: nothing to hand in
-        console.print(f"[bold red]error:[/] no candidate produced a valid submission; `mcgs report {escape(str(search.run_dir))} -o report.html` shows each node's error", soft_wrap=True)
+        console.print(f"[bold red]error:[/] no candidate produced a valid submission; `mcgs report {escape(str(search.run_dir))} -o {escape(str(search.run_dir / 'report.html'))}` shows each node's error", soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -312,7 +312,7 @@ def _summary(search):
         # broke them mid-command at 120 columns, and a wrapped command does not paste
         prog = sys.argv[0] if Path(sys.argv[0]).name == "mcgs" else "mcgs"  # as the user typed it, e.g. .venv/bin/mcgs
         out.print("next: the run as one HTML page (search graph, scores, nodes), and the chosen node as a deployable model:", highlight=False)
-        out.print(f"  {prog} report {search.run_dir} -o report.html", soft_wrap=True, highlight=False)
+        out.print(f"  {prog} report {search.run_dir} -o {search.run_dir / 'report.html'}", soft_wrap=True, highlight=False)
         out.print(f"  {prog} export {search.run_dir} --out MODEL_DIR", soft_wrap=True, highlight=False)
     from mcgs.status_view import spend_view
 

@@ -104,7 +104,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     # piped, not a terminal: laid out LOG_WIDTH (120) columns wide rather than rich's 80; the
     # commands to run next are whole lines however long the run's path is, so they paste
     lines = res.stdout.splitlines()
-    commands = [f"mcgs report {run} -o report.html", f"mcgs export {run} --out MODEL_DIR"]
+    commands = [f"mcgs report {run} -o {run / 'report.html'}", f"mcgs export {run} --out MODEL_DIR"]
     assert [line.strip() for line in lines if line.strip() in commands] == commands, res.stdout
     widths = [len(line) for line in lines if line.strip() not in commands]
     assert 80 < max(widths) <= 120, res.stdout
