@@ -94,14 +94,12 @@ def _user_errors(out_option: str = "--out"):
     except SettingsError as exc:  # an MCGS_* value that is not JSON where a list is expected
         import re
 
-        from mcgs.settings import setting_default
+        from mcgs.settings import SearchSettings, setting_default
 
         field = re.search(r'field "([^"]+)"', str(exc))
         name = f"MCGS_{field.group(1).upper()}" if field else "an MCGS_* variable"
-        try:
-            example = json.dumps(list(setting_default(field.group(1))))  # its default, as JSON
-        except Exception:  # no such field, or no list default (recipe_models is None)
-            example = '["model.lightgbm", "model.catboost"]' if field and field.group(1) == "recipe_models" else "[0.3, 0.7]"
+        default = setting_default(field.group(1)) if field and field.group(1) in SearchSettings.model_fields else None
+        example = json.dumps(list(default)) if isinstance(default, (list, tuple)) else '["a", "b"]'  # its own default, as JSON
         _fail(f"{name} cannot be read ({exc}): a list setting takes JSON in the environment, e.g. {name}='{example}'")
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))
@@ -523,7 +521,6 @@ def worker(
         search.storage.close()
         out.print(f"the run in {artifacts} is {status}: no node is left to work on (a worker joins a run while it searches)", soft_wrap=True)
         return
-    import os
     import socket
 
     from mcgs.engine_lock import engine_holder

@@ -428,7 +428,8 @@ def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     top = {name.upper() for name in SearchSettings.model_fields}
     nested = {f"LLM__{name.upper()}" for name in LLMSettings.model_fields}
-    known = top | nested | NOT_SETTINGS
+    names = sorted(top | nested)
+    known = set(names) | NOT_SETTINGS
     out = []
     for var in sorted(environ):
         if not var.upper().startswith("MCGS_"):
@@ -436,7 +437,7 @@ def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
         name = var[5:].upper()
         if name in known:
             continue
-        close = difflib.get_close_matches(name, sorted(top | nested), n=1)
+        close = difflib.get_close_matches(name, names, n=1)
         out.append(f"{var} is not a setting and is ignored" + (f"; did you mean MCGS_{close[0]}?" if close else
                                                                "; see mcgs/settings.py or docs/user_guide.md, section Settings"))
     return out
