@@ -431,10 +431,11 @@ def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out
     if data is None:
         raise _UserError("--prompt needs --data FOLDER (the folder holding train.csv and test.csv)")
     from mcgs.request import parse_request, write_task_folder
-    from mcgs.search import DB_NAME
+    from mcgs.search import DB_NAME, check_run_folder
 
     if (out_dir / DB_NAME).exists():
         raise _UserError(f"{out_dir} already holds a run; resume it with `mcgs resume {out_dir}` or choose another --out")
+    check_run_folder(out_dir, "--out")  # RUN_DIR/task is written before the run: never among the user's files
     parsed = parse_request(prompt, data, reader=reader)
     _show_request(parsed)
     folder = write_task_folder(parsed, data, out_dir / "task", prompt=prompt)
@@ -696,11 +697,13 @@ def demo(
         import shutil
 
         from mcgs.demo import build_demo_task
-        from mcgs.search import create_search
+        from mcgs.search import create_search, foreign_entries
         from mcgs.settings import SearchSettings
 
-        task_dir = build_demo_task(out_dir / "task")
         run_dir = out_dir / "run"
+        if foreign_entries(run_dir) or run_dir.is_file():  # an earlier demo's run is replaced; a folder of the user's is not
+            raise _UserError(f"{run_dir} is not an mcgs run, and the demo replaces {run_dir}; give --out a new folder, e.g. --out demo_run")
+        task_dir = build_demo_task(out_dir / "task")
         if run_dir.exists():
             shutil.rmtree(run_dir)
         settings = SearchSettings(time_budget_s=_duration("--time-budget", time_budget), per_run_timeout_s=60, seed=seed)

@@ -40,6 +40,11 @@ def build_demo_task(folder: str | Path, test_size: float = 0.25, seed: int = 0) 
     from sklearn.model_selection import train_test_split
 
     folder = Path(folder)
+    if folder.is_dir() and any(folder.iterdir()) and not _is_demo_task(folder):
+        raise ValueError(
+            f"{folder} already holds files that are not the demo task's; the demo writes train.csv, test.csv and "
+            f"task.yaml there, so give --out a new folder, e.g. {folder.parent / 'demo_run'}"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     data = load_breast_cancer(as_frame=True)
     frame = data.frame.copy()
@@ -56,3 +61,10 @@ def build_demo_task(folder: str | Path, test_size: float = 0.25, seed: int = 0) 
     test[["id", "diagnosis"]].to_csv(private / "answers.csv", index=False)
     (folder / "task.yaml").write_text(_TASK_YAML)
     return folder
+
+
+def _is_demo_task(folder: Path) -> bool:
+    """Whether ``folder`` is a demo task written earlier (its task.yaml is the demo's own)."""
+    names = {"train.csv", "test.csv", "sample_submission.csv", "task.yaml", "private"}
+    yaml = folder / "task.yaml"
+    return {p.name for p in folder.iterdir()} <= names and yaml.is_file() and yaml.read_text() == _TASK_YAML

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from mcgs.coders import Coder, CoderAnswer, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
+from mcgs.engine_lock import LOCK_NAME
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, newest_node, update_graph, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
@@ -43,6 +44,55 @@ DB_NAME = "mcgs.db"
 BASELINE_NAME = "baseline.py"  # a starter program to run as the first node (MLAgentBench mode)
 OVERRIDES_NAME = "overrides.json"  # settings changed while a run is live (`mcgs set`)
 STORAGE_NAME = "storage.json"  # where a run's storage is, when it is not RUN_DIR/mcgs.db
+
+
+# Every name the engine and its CLI write directly in a run folder. A folder holding anything
+# else is someone's own: a run there would write nodes/, best/ and input/ among their files and
+# replace a best/ or nodes/ of theirs, so it is refused (a folder left by a run killed before
+# its storage existed holds only these names, and is reused).
+RUN_DIR_NAMES = frozenset({
+    DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal", STORAGE_NAME, BASELINE_NAME,
+    OVERRIDES_NAME, LOCK_NAME, "input", "input.tmp", "nodes", "best", "screen", "profile.json",
+    "report.html",
+})
+REQUEST_TASK = ("task", "request.json")  # `mcgs run --prompt` writes RUN_DIR/task/, marked by request.json
+
+
+def foreign_entries(run_dir: str | Path) -> list[str]:
+    """The names in an existing run folder that mcgs did not write, sorted.
+
+    A folder is mcgs's when every entry is in :data:`RUN_DIR_NAMES`, or is ``task/`` holding a
+    ``request.json`` (or nothing), as ``mcgs run --prompt`` leaves it.
+
+    Returns:
+        ``[]`` for a folder that does not exist, is empty, or holds only mcgs's files.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    foreign = []
+    for p in run_dir.iterdir():
+        if p.name in RUN_DIR_NAMES:
+            continue
+        if p.name == REQUEST_TASK[0] and p.is_dir() and not p.is_symlink() and ((p / REQUEST_TASK[1]).is_file() or not any(p.iterdir())):
+            continue
+        foreign.append(p.name + ("/" if p.is_dir() else ""))
+    return sorted(foreign)
+
+
+def check_run_folder(run_dir: str | Path, option: str = "run folder") -> None:
+    """Refuse a folder that holds files mcgs did not write (see :func:`foreign_entries`).
+
+    Raises:
+        RunError: naming the folder, up to five of its entries, and a folder to use instead.
+    """
+    foreign = foreign_entries(run_dir)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise RunError(
+            f"{option} {run_dir} already holds files that are not an mcgs run's ({shown}); a run writes nodes/, best/ "
+            f"and input/ into its folder, so give a new or empty folder, e.g. {Path(run_dir) / 'mcgs-run'}"
+        )
 
 
 def default_storage_url(run_dir: Path) -> str:
@@ -1139,6 +1189,7 @@ def create_search(
         raise RunError(f"{run_dir} already holds a run; resume it (`mcgs resume {run_dir}`, mcgs.load_search) or choose another run folder")
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"run folder {run_dir} is a file; give the path of a new folder")
+    check_run_folder(run_dir)
     data = spec.data_dir.resolve()
     if run_dir.resolve().is_relative_to(data):  # (a task the run owns may lie inside it: mcgs run --prompt)
         raise RunError(f"run folder {run_dir} is or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")

@@ -92,14 +92,19 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     assert not (task / "run").exists() and not (task / "mcgs.db").exists()
     with pytest.raises(ValueError, match="fn must be a function"):
         mcgs.register_metric("not_a_function", 42, higher_is_better=True)
-    # a failed creation leaves the folder as it was: trying again with good arguments works
+    # a folder of someone's files is refused untouched (a run writes nodes/, best/, input/ there)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("kept")
-    with pytest.raises(TypeError):  # fails in the constructor, after the run record was written
-        mcgs.create_search(task=task, run_dir=tmp_path / "mine", coder=FAST, callbacks=5)
+    with pytest.raises(mcgs.RunError, match=r"already holds files that are not an mcgs run's \(notes.txt\)"):
+        mcgs.create_search(task=task, run_dir=tmp_path / "mine", coder=FAST)
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
-    again = mcgs.create_search(task=task, run_dir=tmp_path / "mine", coder=FAST, settings={"seed": 4}, callbacks=lambda s, n: None)
-    assert again.settings.seed == 4 and len(again.callbacks) == 1 and (tmp_path / "mine" / "notes.txt").read_text() == "kept"
+    # a failed creation leaves the folder as it was: trying again with good arguments works
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TypeError):  # fails in the constructor, after the run record was written
+        mcgs.create_search(task=task, run_dir=tmp_path / "empty", coder=FAST, callbacks=5)
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
+    again = mcgs.create_search(task=task, run_dir=tmp_path / "empty", coder=FAST, settings={"seed": 4}, callbacks=lambda s, n: None)
+    assert again.settings.seed == 4 and len(again.callbacks) == 1
 
 
     class WritesText:  # a user's coder that returns the program text instead of a CoderAnswer

@@ -97,6 +97,48 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
     assert res.exit_code == 2 and "already holds a run" in res.output and "mcgs resume" in res.output
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"" for p in sorted(folder.rglob("*"))}
+
+
+def test_a_folder_of_the_users_is_never_written_into(tmp_path):
+    """--out naming a folder with someone's files in it: refused before anything is written
+    (a run writes nodes/, best/ and input/ there, --prompt writes task/, the demo replaces run/)."""
+    from mcgs.search import create_search
+
+    folder = write_task(tmp_path / "task", task={"metric": "accuracy"})
+    mine = tmp_path / "mine"
+    (mine / "task").mkdir(parents=True)
+    (mine / "notes.txt").write_text("my notes")
+    (mine / "task" / "train.csv").write_text("a\n1\n")  # a task/ of theirs, not one --prompt wrote
+    before = _files(mine)
+    for args in (["run", str(folder), "--out", str(mine), *RUN],
+                 ["run", "--prompt", "predict label, judged by accuracy", "--data", str(folder), "--out", str(mine), *RUN]):
+        res = CliRunner().invoke(app, args)
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2, (res.exit_code, text, res.exception)
+        assert "notes.txt" in text and "task/" in text and "not an mcgs run's" in text and "new or empty folder" in text, text
+        assert _files(mine) == before
+    demo = tmp_path / "demo"
+    (demo / "run").mkdir(parents=True)
+    (demo / "run" / "keep.txt").write_text("keep")
+    res = CliRunner().invoke(app, ["demo", "--out", str(demo)])
+    assert res.exit_code == 2 and "is not an mcgs run" in " ".join(res.output.split()), res.output
+    assert (demo / "run" / "keep.txt").read_text() == "keep" and not (demo / "task").exists()
+    (demo / "run" / "keep.txt").unlink()
+    (demo / "task").mkdir()
+    (demo / "task" / "task.yaml").write_text("metric: accuracy\n")  # a task of theirs where the demo writes its own
+    res = CliRunner().invoke(app, ["demo", "--out", str(demo)])
+    assert res.exit_code == 2 and "not the demo task's" in " ".join(res.output.split()), res.output
+    assert (demo / "task" / "task.yaml").read_text() == "metric: accuracy\n" and not (demo / "task" / "train.csv").exists()
+    # what a run killed before its storage existed leaves is the engine's own: reused
+    left = tmp_path / "left"
+    (left / "input.tmp").mkdir(parents=True)
+    (left / "engine.lock").write_text("")
+    create_search(folder, left).storage.close()
+    assert (left / "mcgs.db").is_file()
+
+
 # inputs that are odd but valid: the search handles them and a node is valid
 HANDLED = [
     ("all-missing column", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(z=np.nan)), _csv(f, "test.csv", _rd(f, "test.csv").assign(z=np.nan)))),
