@@ -480,6 +480,7 @@ def request(
 def resume(
     run_dir: Path = typer.Argument(..., help="Run directory of a stopped run."),
     time_budget: Optional[str] = typer.Option(None, help="New total budget (default: the run's own)."),
+    max_nodes: Optional[int] = typer.Option(None, min=1, help="New total node budget (default: the run's own; the final ensemble comes on top)."),
     storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password (see RUN_DIR/storage.json)."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
@@ -497,6 +498,12 @@ def resume(
         if search.clock.remaining < 5:
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
+            )
+        if max_nodes is not None:  # stored with the run when it starts
+            search.settings = search.settings.model_copy(update={"max_nodes": max_nodes})
+        if search.run_record.status == "finished" and search._budget_exhausted() == "node budget spent":
+            raise _UserError(
+                f"the run's node budget of {search.settings.max_nodes} nodes is already spent; give a larger total with --max-nodes"
             )
     _drive(search)
 

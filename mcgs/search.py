@@ -419,7 +419,7 @@ class Search:
         try:
             with self._heartbeat():
                 self._search_loop()
-            if self.settings.ensemble:
+            if self.settings.ensemble and not self._final_ensemble_is_current():
                 self.storage.update_run(self.run_id, status="ensembling")  # `mcgs worker`s start no new node
                 self.build_ensemble()
         except BaseException:
@@ -431,6 +431,15 @@ class Search:
             self.export_best(final)
         self._save_progress(status="finished")
         return final
+
+    def _final_ensemble_is_current(self) -> bool:
+        """Whether the newest node is a finished final ensemble: a resume that ran no new node
+        (its budget already spent) would otherwise add the same ensemble again."""
+        from mcgs.ensemble import FINAL_ENSEMBLE_TAG
+
+        newest = max(self.nodes(), key=lambda n: n.seq)
+        return (newest.operator is Operator.ENSEMBLE and newest.plan.startswith(FINAL_ENSEMBLE_TAG)
+                and newest.state not in (NodeState.PENDING, NodeState.RUNNING, NodeState.INTERRUPTED))
 
     def _oversubscription(self) -> list[str]:
         """Why candidates would compete for cores (each gets ``max(1, cpu_threads // workers)``

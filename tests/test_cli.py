@@ -111,8 +111,18 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     con = sqlite3.connect(run / "mcgs.db")
     assert con.execute("select status from runs").fetchone()[0] == "finished"
     assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 3
+    con.close()
     assert (run / "best" / "submission.csv").is_file()
     assert live_candidates(under=tmp_path) == []
+    # finished by its node budget: a plain resume says so; --max-nodes raises the budget
+    code, output = invoke("resume", run)
+    assert code == 2 and "node budget of 3 nodes is already spent" in output and "--max-nodes" in output, output
+    code, output = invoke("resume", run, "--max-nodes", "4")
+    assert code == 0, output
+    con = sqlite3.connect(run / "mcgs.db")
+    assert con.execute("select count(*) from nodes where state = 'valid'").fetchone()[0] == 4
+    assert json.loads(con.execute("select settings_json from runs").fetchone()[0])["max_nodes"] == 4
+    con.close()
 
 
 def test_a_run_without_a_valid_submission_exits_nonzero(tmp_path):

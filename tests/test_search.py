@@ -100,6 +100,8 @@ def test_search_persists_nodes_and_scores_them_itself(demo_task, tmp_path):
     assert again.final_node.id == final.id
     assert again.run_record.package_versions["scikit-learn"]
     assert len(again.run_record.data_fingerprint) == 64
+    # resumed with nothing left to search (node budget spent): no second final ensemble
+    assert again.run().id == final.id and len(again.nodes()) == 7
 
 
 def test_buggy_program_gets_a_debug_child(demo_task, tmp_path):
