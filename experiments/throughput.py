@@ -108,7 +108,33 @@ def replay(task_dir: Path, queue: list[dict], run_dir: Path, workers: int) -> di
         "candidate_cpu_s": round(cpu_candidates, 1),
         "engine_cpu_s": round(cpu_engine, 1),
         "cores_busy": round((cpu_candidates + cpu_engine) / wall, 2),
+        # run time of each queue position (node seq), to set one thread against two per program
+        "node_seconds": {str(n.seq): round(n.runtime_s or 0.0, 2) for n in nodes},
     }
+
+
+def family_table(queue: list[dict], one: dict, two: dict) -> list[str]:
+    """Markdown rows: per model family, the run time of its programs with two threads (one
+    worker) and with one thread each (two workers), and how much the second thread sped them up.
+
+    ``one``/``two`` are :func:`replay` rows (``node_seconds`` keyed by node seq, which is the
+    queue position + 1, since the replay coder hands out the queue in order)."""
+    fams: dict[str, list[float]] = {}
+    for i, item in enumerate(queue):
+        a, b = one["node_seconds"].get(str(i + 1)), two["node_seconds"].get(str(i + 1))
+        if a and b:
+            f = fams.setdefault(item["config"].get("model", "?").removeprefix("model."), [0, 0.0, 0.0])
+            f[0] += 1
+            f[1] += a
+            f[2] += b
+    rows = ["| model family | programs | run s, 2 threads (1 worker) | run s, 1 thread (2 workers) | gain of the 2nd thread | share of 1 worker's time |",
+            "|---|---|---|---|---|---|"]
+    total = sum(f[1] for f in fams.values()) or 1.0
+    for name, (k, a, b) in sorted(fams.items(), key=lambda kv: -kv[1][1]):
+        rows.append(f"| {name} | {k} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {100 * a / total:.0f} % |")
+    a, b = sum(f[1] for f in fams.values()), sum(f[2] for f in fams.values())
+    rows.append(f"| all | {sum(f[0] for f in fams.values())} | {a:.1f} | {b:.1f} | {b / a:.2f}x | 100 % |")
+    return rows
 
 
 def _busy(t) -> float:
@@ -175,7 +201,11 @@ def main() -> int:
                   f"process's own. One worker kept {rows[0]['cores_busy']} of {cores} cores busy. The CPU time the two workers "
                   f"used ({cpu2:.0f} s), packed perfectly on {cores} cores, takes {cpu2 / cores:.0f} s: no scheduling of this queue "
                   f"finishes more than {rows[0]['wall_s']} / {cpu2 / cores:.0f} = {ideal:.2f}x faster than one worker, and the run "
-                  f"reached {ratio:.2f}x ({100 * ratio / ideal:.0f} % of that)."]
+                  f"reached {ratio:.2f}x ({100 * ratio / ideal:.0f} % of that).", "",
+                  "Where the bound comes from: each program's run time with two threads (one worker) against one thread "
+                  "(two workers, one core each). With two workers each program gets half the cores, so two workers beat one by "
+                  "at most 2 / (gain of the second thread); a gain of 1.33x or less is what a 1.5x speed-up needs.", "",
+                  *family_table(queue, rows[0], rows[1])]
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text("\n".join(lines) + "\n")
     return 0
