@@ -368,7 +368,7 @@ def run(
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
-        from mcgs.search import create_search
+        from mcgs.search import DB_NAME, STORAGE_NAME, check_run_folder, create_search
         from mcgs.settings import SearchSettings
 
         given = {
@@ -392,6 +392,8 @@ def run(
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
+        if not any((out_dir / name).exists() for name in (DB_NAME, STORAGE_NAME)):  # else "already holds a run"
+            check_run_folder(out_dir, "--out")  # named by its option; create_search refuses it for library callers too
         search = create_search(task, out_dir, settings=settings, baseline=baseline, storage=storage)
         if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
             _record_reading(search, reader)
@@ -501,9 +503,15 @@ def resume(
             )
         if max_nodes is not None:  # stored with the run when it starts
             search.settings = search.settings.model_copy(update={"max_nodes": max_nodes})
-        if search.run_record.status == "finished" and search._budget_exhausted() == "node budget spent":
+        spent = search._budget_exhausted() if search.run_record.status == "finished" else None
+        if spent == "node budget spent":
             raise _UserError(
                 f"the run's node budget of {search.settings.max_nodes} nodes is already spent; give a larger total with --max-nodes"
+            )
+        if spent == "time budget spent":  # finished with too little left for a candidate
+            raise _UserError(
+                f"the run's budget of {search.clock.budget_s:.0f}s is spent ({search.clock.elapsed:.0f}s used, too little left for "
+                f"a candidate); give a larger total with --time-budget"
             )
     _drive(search)
 
@@ -704,12 +712,14 @@ def demo(
         import shutil
 
         from mcgs.demo import build_demo_task
-        from mcgs.search import create_search, foreign_entries
+        from mcgs.search import DB_NAME, create_search, foreign_entries
         from mcgs.settings import SearchSettings
 
         run_dir = out_dir / "run"
-        if foreign_entries(run_dir) or run_dir.is_file():  # an earlier demo's run is replaced; a folder of the user's is not
-            raise _UserError(f"{run_dir} is not an mcgs run, and the demo replaces {run_dir}; give --out a new folder, e.g. --out demo_run")
+        earlier_run = run_dir.is_dir() and not run_dir.is_symlink() and (run_dir / DB_NAME).is_file()
+        if not earlier_run and (run_dir.is_symlink() or run_dir.is_file() or foreign_entries(run_dir)):
+            # an earlier demo's run is replaced; a folder of the user's is not
+            raise _UserError(f"{run_dir} is not an mcgs run, and the demo replaces {run_dir}; give --out a new folder, e.g. --out {out_dir / 'mcgs-demo'}")
         task_dir = build_demo_task(out_dir / "task")
         if run_dir.exists():
             shutil.rmtree(run_dir)

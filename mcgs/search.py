@@ -25,7 +25,6 @@ from typing import Any, Callable, Sequence
 
 from mcgs.coders import Coder, CoderAnswer, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
-from mcgs.engine_lock import LOCK_NAME
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
 from mcgs.graph import best_node, build_graph, newest_node, update_graph, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
@@ -46,34 +45,28 @@ OVERRIDES_NAME = "overrides.json"  # settings changed while a run is live (`mcgs
 STORAGE_NAME = "storage.json"  # where a run's storage is, when it is not RUN_DIR/mcgs.db
 
 
-# Every name the engine and its CLI write directly in a run folder. A folder holding anything
-# else is someone's own: a run there would write nodes/, best/ and input/ among their files and
-# replace a best/ or nodes/ of theirs, so it is refused (a folder left by a run killed before
-# its storage existed holds only these names, and is reused).
-RUN_DIR_NAMES = frozenset({
-    DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal", STORAGE_NAME, BASELINE_NAME,
-    OVERRIDES_NAME, LOCK_NAME, "input", "input.tmp", "nodes", "best", "screen", "profile.json",
-    "report.html",
-})
-REQUEST_TASK = ("task", "request.json")  # `mcgs run --prompt` writes RUN_DIR/task/, marked by request.json
+REQUEST_TASK = ("task", "request.json")  # `mcgs run --prompt` writes RUN_DIR/task/ (marked by request.json) before the run
 
 
 def foreign_entries(run_dir: str | Path) -> list[str]:
-    """The names in an existing run folder that mcgs did not write, sorted.
+    """What keeps an existing folder from being a new run's folder: its entries, sorted, with
+    ``/`` after folders.
 
-    A folder is mcgs's when every entry is in :data:`RUN_DIR_NAMES`, or is ``task/`` holding a
-    ``request.json`` (or nothing), as ``mcgs run --prompt`` leaves it.
+    A run writes ``nodes/``, ``best/``, ``input/`` and ``profile.json`` into its folder and
+    replaces what stands there, so a new run takes only a folder that is empty or holds nothing
+    but the ``task/`` that ``mcgs run --prompt`` wrote for it (a real folder, empty or with a
+    ``request.json``). A folder that already holds a run is told apart before this (``mcgs.db``
+    or ``storage.json``); anything else, even a ``best/`` or ``nodes/`` of the same name, is
+    someone's own.
 
     Returns:
-        ``[]`` for a folder that does not exist, is empty, or holds only mcgs's files.
+        ``[]`` for a folder that does not exist, is empty, or holds only that ``task/``.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
     foreign = []
     for p in run_dir.iterdir():
-        if p.name in RUN_DIR_NAMES:
-            continue
         if p.name == REQUEST_TASK[0] and p.is_dir() and not p.is_symlink() and ((p / REQUEST_TASK[1]).is_file() or not any(p.iterdir())):
             continue
         foreign.append(p.name + ("/" if p.is_dir() else ""))
@@ -81,7 +74,7 @@ def foreign_entries(run_dir: str | Path) -> list[str]:
 
 
 def check_run_folder(run_dir: str | Path, option: str = "run folder") -> None:
-    """Refuse a folder that holds files mcgs did not write (see :func:`foreign_entries`).
+    """Refuse a folder that holds files a new run would write among (see :func:`foreign_entries`).
 
     Raises:
         RunError: naming the folder, up to five of its entries, and a folder to use instead.

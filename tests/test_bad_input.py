@@ -102,39 +102,55 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_a_folder_of_the_users_is_never_written_into(tmp_path):
-    """--out naming a folder with someone's files in it: refused before anything is written
-    (a run writes nodes/, best/ and input/ there, --prompt writes task/, the demo replaces run/)."""
+    """--out naming a folder with someone's files in it, even under the names a run writes
+    (best/, nodes/, input/, a best/ that links elsewhere): refused before anything is written."""
     from mcgs.search import create_search
 
     folder = write_task(tmp_path / "task", task={"metric": "accuracy"})
-    mine = tmp_path / "mine"
-    (mine / "task").mkdir(parents=True)
-    (mine / "notes.txt").write_text("my notes")
-    (mine / "task" / "train.csv").write_text("a\n1\n")  # a task/ of theirs, not one --prompt wrote
-    before = _files(mine)
-    for args in (["run", str(folder), "--out", str(mine), *RUN],
-                 ["run", "--prompt", "predict label, judged by accuracy", "--data", str(folder), "--out", str(mine), *RUN]):
-        res = CliRunner().invoke(app, args)
-        text = " ".join(res.output.split())
-        assert res.exit_code == 2, (res.exit_code, text, res.exception)
-        assert "notes.txt" in text and "task/" in text and "not an mcgs run's" in text and "new or empty folder" in text, text
-        assert _files(mine) == before
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "solution.py").write_text("mine")
+    cases = {  # entries of the user's folder -> what the error must name
+        "notes and a task/ of theirs": ({"notes.txt": "my notes", "task/train.csv": "a\n1\n"}, ["notes.txt", "task/"]),
+        "a best/ of theirs": ({"best/solution.py": "mine", "best/submission.csv": "id\n"}, ["best/"]),
+        "a nodes/ of theirs": ({"nodes/mine.txt": "mine"}, ["nodes/"]),
+        "an input/ of theirs": ({"input/mine.txt": "mine"}, ["input/"]),
+        "a best/ that links elsewhere": ({}, ["best/"]),
+    }
+    for case, (files, names) in cases.items():
+        mine = tmp_path / case.replace(" ", "_").replace("/", "")
+        mine.mkdir()
+        for rel, text in files.items():
+            (mine / rel).parent.mkdir(parents=True, exist_ok=True)
+            (mine / rel).write_text(text)
+        if not files:
+            (mine / "best").symlink_to(elsewhere, target_is_directory=True)
+        before, outside = _files(mine), _files(elsewhere)
+        for args in (["run", str(folder), "--out", str(mine), *RUN],
+                     ["run", "--prompt", "predict label, judged by accuracy", "--data", str(folder), "--out", str(mine), *RUN]):
+            res = CliRunner().invoke(app, args)
+            text = " ".join(res.output.split())
+            assert res.exit_code == 2, (case, res.exit_code, text, res.exception)
+            assert "not an mcgs run's" in text and "new or empty folder" in text and all(n in text for n in names), (case, text)
+            assert _files(mine) == before and _files(elsewhere) == outside, case
     demo = tmp_path / "demo"
-    (demo / "run").mkdir(parents=True)
-    (demo / "run" / "keep.txt").write_text("keep")
+    (demo / "run" / "best").mkdir(parents=True)
+    (demo / "run" / "best" / "solution.py").write_text("keep")  # not a run: no mcgs.db
     res = CliRunner().invoke(app, ["demo", "--out", str(demo)])
     assert res.exit_code == 2 and "is not an mcgs run" in " ".join(res.output.split()), res.output
-    assert (demo / "run" / "keep.txt").read_text() == "keep" and not (demo / "task").exists()
-    (demo / "run" / "keep.txt").unlink()
+    assert (demo / "run" / "best" / "solution.py").read_text() == "keep" and not (demo / "task").exists()
+    import shutil
+
+    shutil.rmtree(demo / "run")
     (demo / "task").mkdir()
     (demo / "task" / "task.yaml").write_text("metric: accuracy\n")  # a task of theirs where the demo writes its own
     res = CliRunner().invoke(app, ["demo", "--out", str(demo)])
     assert res.exit_code == 2 and "not the demo task's" in " ".join(res.output.split()), res.output
     assert (demo / "task" / "task.yaml").read_text() == "metric: accuracy\n" and not (demo / "task" / "train.csv").exists()
-    # what a run killed before its storage existed leaves is the engine's own: reused
+    # the task/ that --prompt wrote before a run that failed to start is the run's own: reused
     left = tmp_path / "left"
-    (left / "input.tmp").mkdir(parents=True)
-    (left / "engine.lock").write_text("")
+    (left / "task").mkdir(parents=True)
+    (left / "task" / "request.json").write_text("{}")
     create_search(folder, left).storage.close()
     assert (left / "mcgs.db").is_file()
 

@@ -125,6 +125,19 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     con.close()
 
 
+def test_resume_of_a_run_finished_on_time_says_its_budget_is_spent(tmp_path):
+    """Finished with 20 s left, which the final ensemble's reserve keeps from any candidate: a
+    plain resume has nothing to do and says so (it exited 0 after reprinting the summary)."""
+    from mcgs.search import create_search
+
+    task = build_demo_task(tmp_path / "task")
+    search = create_search(task, tmp_path / "run")
+    search.storage.update_run(search.run_id, status="finished", elapsed_s=search.clock.budget_s - 20)
+    search.storage.close()
+    code, output = invoke("resume", tmp_path / "run")
+    assert code == 2 and "is spent" in output and "too little left for a candidate" in output and "--time-budget" in output, output
+
+
 def test_a_run_without_a_valid_submission_exits_nonzero(tmp_path):
     """Scripts must see that nothing can be handed in: a starter program that fails, one node."""
     task = build_demo_task(tmp_path / "task")
