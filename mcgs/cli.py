@@ -31,8 +31,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo 
 mlebench_app = typer.Typer(no_args_is_help=True, help="Prepare and grade MLE-bench competitions offline.")
 app.add_typer(mlebench_app, name="mlebench")
 
-console = Console(stderr=True)
-out = Console()
+class _Console(Console):
+    """A rich Console that goes quiet when its reader goes away (``mcgs run ... | head``):
+    rich's own hook exits with 1, which stopped the search in the middle (progress on stderr)
+    or turned a finished run's exit code into "no valid submission" (summary on stdout)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        # what Python's buffer still holds goes nowhere at exit instead of failing there
+        # (docs.python.org/3/library/signal.html#note-on-sigpipe)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+
+
+console = _Console(stderr=True)
+out = _Console()
 
 
 class _UserError(Exception):

@@ -125,6 +125,24 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     con.close()
 
 
+def test_a_reader_that_goes_away_does_not_stop_the_search(tmp_path):
+    """`mcgs run ... 2>&1 | head -1`: the pipe closes after the first node's line; the search
+    stopped there with exit code 1 (rich's broken-pipe hook), now it finishes and exits 0."""
+    task = build_demo_task(tmp_path / "task")
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--max-nodes", "3", "--plans", "0",
+           "--models", "model.logistic_regression", "--time-budget", "10m"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    assert proc.wait(timeout=300) == 0, first
+    con = sqlite3.connect(run / "mcgs.db")
+    assert con.execute("select status from runs").fetchone()[0] == "finished"
+    assert con.execute("select count(*) from nodes where state = 'valid' and operator != 'ensemble'").fetchone()[0] == 3
+    con.close()
+    assert (run / "best" / "submission.csv").is_file()
+
+
 def test_resume_of_a_run_finished_on_time_says_its_budget_is_spent(tmp_path):
     """Finished with 20 s left, which the final ensemble's reserve keeps from any candidate: a
     plain resume has nothing to do and says so (it exited 0 after reprinting the summary)."""
