@@ -410,7 +410,7 @@ class Search:
             self.say(f"the time budget of {self.clock.budget_s:.0f} s is spent ({self.clock.elapsed_before:.0f} s used): no new candidate; "
                      f"give a larger total budget to search on (mcgs resume RUN_DIR --time-budget, or run(time_budget=...))")
         try:
-            with self._heartbeat():
+            with self._heartbeat(clock=True):
                 self._search_loop()
             if self.settings.ensemble and not self._final_ensemble_is_current():
                 self.storage.update_run(self.run_id, status="ensembling")  # `mcgs worker`s start no new node
@@ -513,14 +513,19 @@ class Search:
             logger.warning("%d node(s) lost their worker %d times and are marked interrupted", len(lost), self.settings.max_attempts)
 
     @contextlib.contextmanager
-    def _heartbeat(self):
-        """Renew this process's leases every third of ``lease_s`` while the body runs."""
+    def _heartbeat(self, clock: bool = False):
+        """Renew this process's leases every third of ``lease_s`` while the body runs; with
+        ``clock`` (the engine, which owns the run's clock) store the time spent too, so an engine
+        killed mid-candidate (SIGKILL, a lost machine) loses at most one beat of its spend
+        rather than everything since its last finished node."""
         stop = threading.Event()
 
         def beat() -> None:
             while not stop.wait(self.settings.lease_s / 3):
                 try:
                     self.storage.renew_leases(self.owner, self.settings.lease_s)
+                    if clock:
+                        self.storage.update_run(self.run_id, elapsed_s=self.clock.elapsed)
                 except Exception as exc:  # a missed beat is retried; the lease covers two more
                     logger.warning("heartbeat failed: %s", exc)
 

@@ -34,13 +34,14 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     task = build_demo_task(tmp_path / "task")
     spec = load_task(task)
     code = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
-    slow = code.replace("import numpy as np", "import time\ntime.sleep(4)\nimport numpy as np", 1)
+    slow = code.replace("import numpy as np", "import time\ntime.sleep(8)\nimport numpy as np", 1)
     lr = distinct_programs(code, "lr")
     replies = [lr(), lr(), tool_reply({"plan": "slow lr", "code": slow})]
     run = tmp_path / "run"
     db = run / "mcgs.db"
     with FakeAnthropic(replies, default=lr) as fake:
-        env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_ENSEMBLE": "false"}
+        env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_ENSEMBLE": "false",
+               "MCGS_LEASE_S": "3"}  # a heartbeat every second
         cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--coder", "anthropic", "--plans", "0",
                "--max-nodes", "4", "--time-budget", "5m", "--policy", "greedy"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -54,6 +55,12 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
             proc.kill()
             proc.wait(30)
             raise AssertionError("the run never reached two finished nodes and a running one")
+        # the engine stores its clock while a candidate runs, not only when one finishes: a kill
+        # loses at most a beat of the spend
+        e0 = _rows(db, "select elapsed_s from runs")[0][0]
+        time.sleep(2.5)
+        assert _rows(db, "select count(*) from nodes where state = 'running'") == [(1,)]
+        assert _rows(db, "select elapsed_s from runs")[0][0] > e0 + 1.0
         before = _rows(db, "select id, seq, state, score, code from nodes where state = 'valid' order by seq")
         spent = _rows(db, "select node_seq, request_id, cost_usd from llm_calls order by id")
         calls_before = len(fake.requests)
@@ -80,7 +87,7 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     states = {seq: (state, attempts) for seq, state, attempts in _rows(db, "select seq, state, attempts from nodes where seq > 0")}
     # the candidate in flight at the kill is the only one run again: same node, same program, second claim
     assert states[3] == ("valid", 2) and sum(s == "valid" for s, _ in states.values()) == 4
-    assert "time.sleep(4)" in _rows(db, "select code from nodes where seq = 3")[0][0]
+    assert "time.sleep(8)" in _rows(db, "select code from nodes where seq = 3")[0][0]
     ledger = _rows(db, "select node_seq, request_id, cost_usd from llm_calls order by id")
     assert ledger[: len(spent)] == spent  # nothing spent before the kill is lost or repeated
     assert {seq for seq, _, _ in ledger[len(spent):]}.isdisjoint({1, 2, 3})  # not even the in-flight node's program
