@@ -598,6 +598,17 @@ def status(
         return
     from rich.live import Live
 
+    def ended(rec) -> bool | None:
+        """True when the run shown from ``rec`` has ended (finished, stopped, or its engine is
+        gone); None when it ended after ``rec`` was read, so one more view is due. The lock is
+        read after the record (and, piped, after a print that waits on a slow reader): an
+        engine that stored "finished" and exited in between looks gone from a stale record."""
+        if rec.status in ("finished", "stopped"):
+            return True
+        if not engine_gone(search.run_dir, rec):
+            return False
+        return True if search.storage.get_run(search.run_record.name).status == rec.status else None
+
     if not out.is_terminal:  # a pipe or a file: a snapshot whenever the run has changed
         try:
             last = None
@@ -606,12 +617,14 @@ def status(
                 nodes = search.storage.get_nodes(search.run_id)
                 key = (rec.status, len(nodes), sum(n.state.is_finished() for n in nodes))
                 if key != last:
-                    out.print(status_view(search))
+                    out.print(status_view(search))  # drawn after rec was read: it shows at least rec's state
                     last = key
-                if rec.status in ("finished", "stopped") or engine_gone(search.run_dir, rec):
+                done = ended(rec)
+                if done:
                     resume_hint()
                     break
-                time.sleep(interval)
+                if done is False:
+                    time.sleep(interval)
         except KeyboardInterrupt:
             pass
         finally:
@@ -619,12 +632,13 @@ def status(
         return
     try:
         with Live(status_view(search), console=out, refresh_per_second=4, screen=False) as live:
-            while True:
-                time.sleep(interval)
-                live.update(status_view(search))
+            done = False
+            while not done:
+                if done is False:
+                    time.sleep(interval)
                 rec = search.storage.get_run(search.run_record.name)
-                if rec.status in ("finished", "stopped") or engine_gone(search.run_dir, rec):
-                    break
+                live.update(status_view(search))
+                done = ended(rec)
         resume_hint()
     except KeyboardInterrupt:
         pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -141,6 +142,34 @@ def test_a_reader_that_goes_away_does_not_stop_the_search(tmp_path):
     assert con.execute("select count(*) from nodes where state = 'valid' and operator != 'ensemble'").fetchone()[0] == 3
     con.close()
     assert (run / "best" / "submission.csv").is_file()
+
+
+def test_watch_shows_the_end_of_a_run_that_ends_while_it_draws(tmp_path, monkeypatch):
+    """`mcgs status --watch` into a pipe: the engine stores "finished" and exits while a view is
+    drawn (a slow reader holds the print). The lock, read after the stale record, says the engine
+    is gone; the watch must show the finished run, not end on the running one."""
+    import mcgs.status_view
+    from mcgs.engine_lock import acquire
+    from mcgs.search import create_search
+
+    task = build_demo_task(tmp_path / "task")
+    search = create_search(task, tmp_path / "run")
+    search.storage.update_run(search.run_id, status="running")
+    lock = acquire(tmp_path / "run")  # a live engine
+    real = mcgs.status_view.status_view
+
+    def draw_then_finish(s):
+        view = real(s)
+        if not lock.closed:  # the engine stores "finished" and exits meanwhile
+            s.storage.update_run(s.run_id, status="finished")
+            lock.close()
+        return view
+
+    monkeypatch.setattr(mcgs.status_view, "status_view", draw_then_finish)
+    code, output = invoke("status", tmp_path / "run", "--watch", "--interval", "0.2")
+    views = re.findall(r" (running|finished|stopped) budget ", " ".join(output.split()))  # one per view, however wrapped
+    assert code == 0 and views == ["running", "finished"] and "resume:" not in output, output
+    search.storage.close()
 
 
 def test_resume_of_a_run_finished_on_time_says_its_budget_is_spent(tmp_path):
