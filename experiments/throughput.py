@@ -119,21 +119,19 @@ def family_table(queue: list[dict], one: dict, two: dict) -> list[str]:
 
     ``one``/``two`` are :func:`replay` rows (``node_seconds`` keyed by node seq, which is the
     queue position + 1, since the replay coder hands out the queue in order)."""
-    fams: dict[str, list[float]] = {}
-    for i, item in enumerate(queue):
-        a, b = one["node_seconds"].get(str(i + 1)), two["node_seconds"].get(str(i + 1))
-        if a and b:
-            f = fams.setdefault(item["config"].get("model", "?").removeprefix("model."), [0, 0.0, 0.0])
-            f[0] += 1
-            f[1] += a
-            f[2] += b
+    import pandas as pd
+
+    runs = pd.DataFrame([
+        {"family": item["config"].get("model", "?").removeprefix("model."),
+         "two": one["node_seconds"].get(str(i + 1)), "one": two["node_seconds"].get(str(i + 1))}
+        for i, item in enumerate(queue)
+    ]).dropna()
+    fams = runs.groupby("family").agg(programs=("two", "size"), two=("two", "sum"), one=("one", "sum")).sort_values("two", ascending=False)
+    fams.loc["all"] = [len(runs), runs["two"].sum(), runs["one"].sum()]
     rows = ["| model family | programs | run s, 2 threads (1 worker) | run s, 1 thread (2 workers) | gain of the 2nd thread | share of 1 worker's time |",
             "|---|---|---|---|---|---|"]
-    total = sum(f[1] for f in fams.values()) or 1.0
-    for name, (k, a, b) in sorted(fams.items(), key=lambda kv: -kv[1][1]):
-        rows.append(f"| {name} | {k} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {100 * a / total:.0f} % |")
-    a, b = sum(f[1] for f in fams.values()), sum(f[2] for f in fams.values())
-    rows.append(f"| all | {sum(f[0] for f in fams.values())} | {a:.1f} | {b:.1f} | {b / a:.2f}x | 100 % |")
+    for name, f in fams.iterrows():
+        rows.append(f"| {name} | {f.programs:.0f} | {f.two:.1f} | {f.one:.1f} | {f.one / f.two:.2f}x | {100 * f.two / runs['two'].sum():.0f} % |")
     return rows
 
 

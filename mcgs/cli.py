@@ -381,7 +381,7 @@ def run(
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
-        from mcgs.search import DB_NAME, STORAGE_NAME, check_run_folder, create_search
+        from mcgs.search import create_search
         from mcgs.settings import SearchSettings
 
         given = {
@@ -405,8 +405,6 @@ def run(
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
-        if not any((out_dir / name).exists() for name in (DB_NAME, STORAGE_NAME)):  # else "already holds a run"
-            check_run_folder(out_dir, "--out")  # named by its option; create_search refuses it for library callers too
         search = create_search(task, out_dir, settings=settings, baseline=baseline, storage=storage)
         if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
             _record_reading(search, reader)
@@ -450,7 +448,7 @@ def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out
 
     if (out_dir / DB_NAME).exists():
         raise _UserError(f"{out_dir} already holds a run; resume it with `mcgs resume {out_dir}` or choose another --out")
-    check_run_folder(out_dir, "--out")  # RUN_DIR/task is written before the run: never among the user's files
+    check_run_folder(out_dir)  # RUN_DIR/task is written before create_search checks: never among the user's files
     parsed = parse_request(prompt, data, reader=reader)
     _show_request(parsed)
     folder = write_task_folder(parsed, data, out_dir / "task", prompt=prompt)

@@ -45,7 +45,6 @@ OVERRIDES_NAME = "overrides.json"  # settings changed while a run is live (`mcgs
 STORAGE_NAME = "storage.json"  # where a run's storage is, when it is not RUN_DIR/mcgs.db
 
 
-REQUEST_TASK = ("task", "request.json")  # `mcgs run --prompt` writes RUN_DIR/task/ (marked by request.json) before the run
 
 
 def foreign_entries(run_dir: str | Path) -> list[str]:
@@ -67,13 +66,14 @@ def foreign_entries(run_dir: str | Path) -> list[str]:
         return []
     foreign = []
     for p in run_dir.iterdir():
-        if p.name == REQUEST_TASK[0] and p.is_dir() and not p.is_symlink() and ((p / REQUEST_TASK[1]).is_file() or not any(p.iterdir())):
+        # `mcgs run --prompt` writes RUN_DIR/task/ (ending with its request.json) before the run
+        if p.name == "task" and p.is_dir() and not p.is_symlink() and ((p / "request.json").is_file() or not any(p.iterdir())):
             continue
         foreign.append(p.name + ("/" if p.is_dir() else ""))
     return sorted(foreign)
 
 
-def check_run_folder(run_dir: str | Path, option: str = "run folder") -> None:
+def check_run_folder(run_dir: str | Path) -> None:
     """Refuse a folder that holds files a new run would write among (see :func:`foreign_entries`).
 
     Raises:
@@ -83,7 +83,7 @@ def check_run_folder(run_dir: str | Path, option: str = "run folder") -> None:
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise RunError(
-            f"{option} {run_dir} already holds files that are not an mcgs run's ({shown}); a run writes nodes/, best/ "
+            f"run folder {run_dir} already holds files that are not an mcgs run's ({shown}); a run writes nodes/, best/ "
             f"and input/ into its folder, so give a new or empty folder, e.g. {Path(run_dir) / 'mcgs-run'}"
         )
 
