@@ -279,17 +279,20 @@ def prepare_workspace(run_input: Path, workspace: Path, code: str) -> Path:
     """Create a node's workspace: ``input`` (link to the run's read-only input), ``working/``,
     ``submission/`` and ``solution.py``.
 
+    A workspace that already exists (an earlier attempt of a node that is tried again) is
+    removed first, links not followed: nothing a program left there is kept or written
+    through (a ``solution.py`` or ``input`` it replaced with a link, say).
+
     Returns:
         The workspace path.
     """
-    workspace.mkdir(parents=True, exist_ok=True)
-    link = workspace / "input"
-    if not link.exists():
-        link.symlink_to(os.path.relpath(run_input, workspace), target_is_directory=True)
+    from mcgs.candidate_files import remove_tree
+
+    if workspace.exists() or workspace.is_symlink():
+        remove_tree(workspace)
+    workspace.mkdir(parents=True)
+    (workspace / "input").symlink_to(os.path.relpath(run_input, workspace), target_is_directory=True)
     for sub in ("working", "submission"):
-        d = workspace / sub
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir()
+        (workspace / sub).mkdir()
     (workspace / "solution.py").write_text(code)
     return workspace

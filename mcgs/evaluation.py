@@ -3,16 +3,21 @@
 The candidate never computes its own score (DESIGN §2): the engine reads ``working/oof.csv``,
 aligns it with the labels it holds, and applies the task metric in the task's direction.
 Every failure is an :class:`OutputError` whose message names the file and the offending rows,
-ids or columns; the engine turns it into an ``INVALID_OUTPUT`` outcome.
+ids or columns; the engine turns it into an ``INVALID_OUTPUT`` outcome. The files are read
+through :mod:`mcgs.candidate_files`: never through a link, only regular files inside the
+workspace, each with a size cap.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
+from mcgs.candidate_files import DEFAULT_MAX_OUTPUT_MB, CandidateFileError, read_candidate_file
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
 from mcgs.metrics import get_metric
 from mcgs.task import TaskSpec, read_table
@@ -33,7 +38,19 @@ _MAX_LISTED = 5
 
 
 class OutputError(ValueError):
-    """A candidate's output file is missing or does not follow the contract."""
+    """A candidate's output file is missing, unsafe to read (a link, not a regular file, over
+    the size cap: :mod:`mcgs.candidate_files`) or does not follow the contract."""
+
+
+_DEFAULT_CAP = DEFAULT_MAX_OUTPUT_MB * 2**20
+
+
+def _read_output(workspace: Path, rel: str, max_bytes: int) -> io.BytesIO:
+    """The bytes of a candidate's output file, read safely (OutputError otherwise)."""
+    try:
+        return io.BytesIO(read_candidate_file(workspace, rel, max_bytes=max_bytes))
+    except CandidateFileError as exc:
+        raise OutputError(str(exc)) from None
 
 
 def _few(items) -> str:
@@ -90,7 +107,8 @@ def _label_strings(values) -> set[str]:
     return {str(v) for v in values}
 
 
-def validate_submission(spec: TaskSpec, sample: pd.DataFrame, path: Path) -> None:
+def validate_submission(spec: TaskSpec, sample: pd.DataFrame, workspace: Path, rel: str = SUBMISSION_PATH, *,
+                        max_bytes: int = _DEFAULT_CAP) -> None:
     """Check a submission against ``sample_submission.csv`` the way MLE-bench does.
 
     Ids are matched by id (order does not matter) when the task has an id column, else by
@@ -98,13 +116,16 @@ def validate_submission(spec: TaskSpec, sample: pd.DataFrame, path: Path) -> Non
     no duplicate ids, no missing values, labels among the class labels, probabilities in
     [0, 1], values numeric for regression.
 
+    Args:
+        workspace: The candidate's workspace; the submission is ``workspace/rel``.
+        max_bytes: Size cap of the file (setting ``max_output_mb``).
+
     Raises:
-        OutputError: naming the offending ids or columns.
+        OutputError: naming the offending ids or columns, or why the file cannot be read.
     """
-    if not path.is_file():
-        raise OutputError(f"{SUBMISSION_PATH} was not written")
+    data = _read_output(Path(workspace), rel, max_bytes)
     try:
-        sub = pd.read_csv(path, dtype=str, keep_default_na=False)
+        sub = pd.read_csv(data, dtype=str, keep_default_na=False)
     except Exception as exc:
         raise OutputError(f"{SUBMISSION_PATH} is not a readable CSV: {exc}") from exc
     exp_cols = list(sample.columns)
@@ -163,26 +184,27 @@ def validate_submission(spec: TaskSpec, sample: pd.DataFrame, path: Path) -> Non
                 raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has probabilities outside [0, 1]")
 
 
-def read_predictions(spec: TaskSpec, path: Path, rel: str, expected_rows: np.ndarray) -> np.ndarray:
+def read_predictions(spec: TaskSpec, workspace: Path, rel: str, expected_rows: np.ndarray, *,
+                     max_bytes: int = _DEFAULT_CAP) -> np.ndarray:
     """Read ``oof.csv`` or ``test_pred.csv`` and align it to ``expected_rows``.
 
     Args:
         spec: The task.
-        path: The file.
-        rel: Its contract path, for messages.
+        workspace: The candidate's workspace.
+        rel: The file's contract path in it (``working/oof.csv``), also used in messages.
         expected_rows: Row positions that must appear exactly once, shape (n,).
+        max_bytes: Size cap of the file (setting ``max_output_mb``).
 
     Returns:
         Predictions, shape (n, len(spec.prediction_columns)), ordered as ``expected_rows``.
 
     Raises:
         OutputError: missing file or columns, missing/duplicate/unexpected rows, NaN,
-            probabilities outside [0, 1].
+            probabilities outside [0, 1]; a file that is not safe to read.
     """
-    if not path.is_file():
-        raise OutputError(f"{rel} was not written")
+    data = _read_output(Path(workspace), rel, max_bytes)
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(data)
     except Exception as exc:
         raise OutputError(f"{rel} is not a readable CSV: {exc}") from exc
     df.columns = [str(c) for c in df.columns]
@@ -262,17 +284,20 @@ def score_predictions(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray) -> f
     return float(np.mean([metric.score(y_true[:, j].astype(float), pred[:, j]) for j in range(pred.shape[1])]))
 
 
-def evaluate_workspace(labels: TaskLabels, workspace: Path) -> Evaluation:
+def evaluate_workspace(labels: TaskLabels, workspace: Path, *, max_bytes: int = _DEFAULT_CAP) -> Evaluation:
     """Validate a finished candidate's outputs and compute its engine score.
+
+    Args:
+        max_bytes: Size cap of each output file (setting ``max_output_mb``).
 
     Raises:
         OutputError: any contract violation, with the file and offenders named.
     """
     spec = labels.spec
     rows = labels.validated_rows
-    oof = read_predictions(spec, workspace / OOF_PATH, OOF_PATH, rows)
-    test_pred = read_predictions(spec, workspace / TEST_PRED_PATH, TEST_PRED_PATH, np.arange(spec.n_test))
-    validate_submission(spec, labels.sample, workspace / SUBMISSION_PATH)
+    oof = read_predictions(spec, workspace, OOF_PATH, rows, max_bytes=max_bytes)
+    test_pred = read_predictions(spec, workspace, TEST_PRED_PATH, np.arange(spec.n_test), max_bytes=max_bytes)
+    validate_submission(spec, labels.sample, workspace, max_bytes=max_bytes)
     score = score_predictions(spec, labels.y[rows], oof)
     if not np.isfinite(score):
         raise OutputError(f"the metric {spec.metric} of {OOF_PATH} is not finite ({score})")

@@ -18,7 +18,8 @@ class NodeState(str, enum.Enum):
     """Life cycle of a node.
 
     ``ROOT`` is the task's root (no program). ``PENDING`` -> ``RUNNING`` -> one finished
-    state. ``VALID`` is the only success; ``BUGGY``, ``TIMEOUT``, ``OOM`` and
+    state. ``VALID`` is the only success; ``BUGGY``, ``TIMEOUT``, ``OOM``, ``DISK`` (past its
+    disk cap), ``PROCESS_LIMIT`` (past its limit on processes and threads) and
     ``INVALID_OUTPUT`` are failures (reward -1, Debug may fix them), and so is ``REJECTED``: the
     static Code Review refused to run the program (reasons on the node). ``INTERRUPTED`` marks a
     candidate killed because the engine stopped; it is not a verdict on the program.
@@ -31,6 +32,8 @@ class NodeState(str, enum.Enum):
     BUGGY = "buggy"
     TIMEOUT = "timeout"
     OOM = "oom"
+    DISK = "disk"
+    PROCESS_LIMIT = "process_limit"
     INVALID_OUTPUT = "invalid_output"
     INTERRUPTED = "interrupted"
     REJECTED = "rejected"
@@ -44,7 +47,8 @@ class NodeState(str, enum.Enum):
         return self in _FAILURES
 
 
-_FAILURES = frozenset({NodeState.BUGGY, NodeState.TIMEOUT, NodeState.OOM, NodeState.INVALID_OUTPUT, NodeState.REJECTED})
+_FAILURES = frozenset({NodeState.BUGGY, NodeState.TIMEOUT, NodeState.OOM, NodeState.DISK, NodeState.PROCESS_LIMIT,
+                       NodeState.INVALID_OUTPUT, NodeState.REJECTED})
 _FINISHED = _FAILURES | {NodeState.VALID}
 
 

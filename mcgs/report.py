@@ -17,7 +17,8 @@ from typing import Any
 __all__ = ["render_report", "write_report"]
 
 STATE_COLOURS = {
-    "valid": "#2ca02c", "buggy": "#d62728", "timeout": "#ff7f0e", "oom": "#8c564b", "invalid_output": "#e377c2",
+    "valid": "#2ca02c", "buggy": "#d62728", "timeout": "#ff7f0e", "oom": "#8c564b", "disk": "#8c6d31", "process_limit": "#843c39",
+    "invalid_output": "#e377c2",
     "rejected": "#7f7f7f", "interrupted": "#bcbd22", "running": "#1f77b4", "pending": "#17becf", "root": "#000000",
 }
 OPERATOR_SYMBOLS = {

@@ -10,7 +10,9 @@ memory limit is ``OOM``.
 Isolation, and where each part comes from:
 
 * **Output** goes to ``workspace/logs/stdout.txt`` and ``logs/stderr.txt``, never to pipes that
-  can fill up and block the child; only capped tails enter the result.
+  can fill up and block the child; only capped tails enter the result, read from the engine's
+  own descriptors of those files (a program that replaces them with links to other files
+  changes nothing the engine reads; :mod:`mcgs.candidate_files`).
 * **Process tree.** The child leads a new session (``start_new_session=True``), so
   ``os.killpg`` reaches everything that stays in its process group. Descendants that leave the
   group (``os.setsid``, double fork) are caught three ways: the tree is snapshotted by parent
@@ -21,9 +23,19 @@ Isolation, and where each part comes from:
   SIGTERM, a grace of :data:`KILL_GRACE_S`, then SIGKILL -- the pattern of
   ``psutil.wait_procs`` documented in psutil's "Kill process tree" recipe.
 * **Memory.** ``RLIMIT_AS`` is set to ``memory_mb`` in a ``preexec_fn`` (per process, inherited
-  by descendants), and a watchdog sums the resident set size of the whole tree every
-  :data:`MONITOR_INTERVAL_S` and kills the tree when it passes the limit; the watchdog covers
-  trees of many processes, each under the per-process limit. ``RLIMIT_CORE`` is 0.
+  by descendants), and a watchdog measures the whole tree every :data:`MONITOR_INTERVAL_S` and
+  kills it when it passes the limit; the watchdog covers trees of many processes, each under
+  the per-process limit. What it counts is the tree's proportional set size (PSS, from
+  ``/proc/PID/smaps_rollup``: a page shared by a fork pool counts once in all, not once per
+  process as resident set sizes would) plus what the program keeps in its private ``/tmp`` and
+  ``/dev/shm`` (tmpfs, i.e. memory, in the namespace sandbox; shared-memory pages are counted
+  there, not again in PSS). The summed resident set size is an upper bound of that and is read
+  first; PSS is read only when it passes the limit. ``RLIMIT_CORE`` is 0.
+* **Disk.** With ``disk_mb``, what the workspace takes on disk is measured every
+  :data:`DISK_INTERVAL_S` and the tree is killed past the cap (outcome ``DISK``); the largest
+  file is capped too (``RLIMIT_FSIZE``), so a single huge write fails at once.
+* **Processes.** The tree may hold at most ``max_processes`` processes (watchdog; as ``nobody``
+  also ``RLIMIT_NPROC``); a fork bomb ends as ``PROCESS_LIMIT``, not as a memory failure.
 * **Environment.** :func:`scrubbed_env` builds the child's environment from an allow-list;
   API keys, tokens, secrets and proxy settings never reach a candidate (AIDE passes the whole
   parent environment -- STYLE.md "Fix" list).
@@ -31,7 +43,7 @@ Isolation, and where each part comes from:
 * **Namespaces** (``isolation="namespaces"``, when bubblewrap is installed; see
   :func:`namespace_isolation_available`): the program runs under ``bwrap`` in new mount, pid,
   network, IPC and UTS namespaces -- no network (its own loopback only), a private ``/tmp`` and
-  ``/dev/shm``, its own pid 1, killed with its parent -- seeing only the system directories and
+  ``/dev/shm`` (tmpfs of at most ``memory_mb`` each, counted in the memory limit), its own pid 1, killed with its parent -- seeing only the system directories and
   the Python installation read-only, the run's input read-only and its own workspace
   read-write; held-out answers, other nodes and other runs are not in its file system. When
   the engine runs as root the program runs as ``nobody`` (``setpriv``, no capabilities, no new
@@ -52,6 +64,7 @@ import os
 import re
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -59,7 +72,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import psutil
 
@@ -82,8 +95,10 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between checks for exit and cancellation in the wait loop.
 POLL_INTERVAL_S = 0.1
-#: Seconds between process-tree snapshots and RSS measurements (the memory watchdog).
+#: Seconds between process-tree snapshots and memory measurements (the memory watchdog).
 MONITOR_INTERVAL_S = 0.2
+#: Seconds between measurements of the workspace's disk use (the disk cap).
+DISK_INTERVAL_S = 1.0
 #: Seconds between SIGTERM and SIGKILL when a tree is stopped.
 KILL_GRACE_S = 2.0
 #: Seconds to wait for processes to disappear after SIGKILL before giving up (and logging).
@@ -97,8 +112,7 @@ ISOLATION_NAMESPACES = "namespaces"
 ISOLATION_SESSION = "process-session"
 #: User and group a program runs as in the namespace sandbox when the engine is root (nobody).
 SANDBOX_UID = SANDBOX_GID = 65534
-#: Processes and threads the sandbox user may have at once (stops fork bombs; namespace sandbox
-#: as root only, where the program has a user of its own).
+#: Default limit on processes (and, as the sandbox user, processes plus threads) of one program.
 MAX_PROCESSES = 256
 #: Largest file a program may write, MiB (``RLIMIT_FSIZE``).
 MAX_FILE_MB = 16384
@@ -135,6 +149,14 @@ _OOM_EXCEPTION = re.compile(
 )
 # Found anywhere in stderr, these mean out of memory even without a Python traceback.
 _OOM_ANYWHERE = re.compile(r"std::bad_alloc|\bout of memory\b", re.IGNORECASE)
+# The last error line of a write the file-size limit refused (EFBIG) or a full file system.
+_DISK_SIGN = re.compile(r"\[Errno (27|28)\]|File too large|No space left on device|Disk quota exceeded", re.IGNORECASE)
+_NO_SPACE = re.compile(r"\[Errno 28\]|No space left on device")
+# ... of a process or thread that could not be started: EAGAIN from fork/clone (RLIMIT_NPROC).
+_PROCESS_SIGN = re.compile(
+    r"^BlockingIOError: \[Errno 11\]|can't start new thread|fork: (retry: )?Resource temporarily unavailable"
+    r"|pthread_create failed|Resource temporarily unavailable.*(fork|thread|clone)"
+)
 _TRACEBACK_HEADER = "Traceback (most recent call last):"
 _FATAL_HEADER = "Fatal Python error:"  # faulthandler (PYTHONFAULTHANDLER=1) on a crash
 
@@ -142,14 +164,18 @@ _FATAL_HEADER = "Fatal Python error:"  # faulthandler (PYTHONFAULTHANDLER=1) on 
 class Outcome(str, enum.Enum):
     """What happened to a candidate program.
 
-    ``INVALID_OUTPUT`` is never produced by the sandbox; the engine's evaluation step assigns it
-    to a program that exited cleanly but wrote no valid submission or predictions.
+    ``DISK``: the program passed its disk cap (the watchdog, or a write refused as too large or
+    for want of space); ``PROCESS_LIMIT``: it reached its limit on processes and threads (a fork
+    bomb). ``INVALID_OUTPUT`` is never produced by the sandbox; the engine's evaluation step
+    assigns it to a program that exited cleanly but wrote no valid submission or predictions.
     """
 
     OK = "ok"
     BUGGY = "buggy"
     TIMEOUT = "timeout"
     OOM = "oom"
+    DISK = "disk"
+    PROCESS_LIMIT = "process_limit"
     INVALID_OUTPUT = "invalid_output"
 
 
@@ -166,6 +192,12 @@ class SandboxLimits:
         tail_chars: Number of characters of stdout and stderr kept in the result.
         isolation: :data:`ISOLATION_NAMESPACES` or :data:`ISOLATION_SESSION` (see the module
             docstring; :func:`resolve_isolation` picks one).
+        disk_mb: Disk cap of the workspace, MiB: what the program's files take on disk, checked
+            every :data:`DISK_INTERVAL_S`, and the largest single file it may write
+            (``RLIMIT_FSIZE``); ``None`` for no cap but :data:`MAX_FILE_MB`.
+        max_processes: Processes the program's tree may have at once (the watchdog), and
+            processes plus threads of the sandbox user (``RLIMIT_NPROC``, namespace sandbox as
+            root).
     """
 
     timeout_s: float
@@ -173,6 +205,8 @@ class SandboxLimits:
     cpu_threads: int = 2
     tail_chars: int = 4000
     isolation: str = ISOLATION_SESSION
+    disk_mb: float | None = None
+    max_processes: int = MAX_PROCESSES
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -183,6 +217,10 @@ class SandboxLimits:
             raise ValueError(f"cpu_threads must be >= 1, got {self.cpu_threads!r}")
         if self.tail_chars < 0:
             raise ValueError(f"tail_chars must be >= 0, got {self.tail_chars!r}")
+        if self.disk_mb is not None and self.disk_mb <= 0:
+            raise ValueError(f"disk_mb must be positive or None, got {self.disk_mb!r}")
+        if self.max_processes < 2:
+            raise ValueError(f"max_processes must be >= 2, got {self.max_processes!r}")
 
 
 @dataclass(frozen=True)
@@ -347,6 +385,7 @@ def run_program(
     script: str = "solution.py",
     limits: SandboxLimits | None = None,
     *,
+    args: Sequence[str] = (),
     python: str | None = None,
     extra_env: Mapping[str, str] | None = None,
     cancel: threading.Event | None = None,
@@ -362,6 +401,7 @@ def run_program(
         script: The program's path relative to ``workspace``.
         limits: Time, memory, thread and output limits. Required (it has a default only so the
             positional order ``(workspace, script, limits)`` stays valid).
+        args: Arguments after the script (``python script *args``).
         python: The interpreter; defaults to :data:`sys.executable`.
         extra_env: Extra environment variables for the program (see :func:`scrubbed_env`).
         cancel: When set while the program runs, the tree is stopped promptly and the outcome
@@ -389,41 +429,43 @@ def run_program(
     if not script_path.is_file():
         raise ValueError(f"script {script!r} does not exist in {workspace}")
 
-    logs = workspace / "logs"
-    logs.mkdir(exist_ok=True)
-    stdout_path, stderr_path = logs / "stdout.txt", logs / "stderr.txt"
     marker = uuid.uuid4().hex
     env = scrubbed_env(extra_env, workspace=workspace, cpu_threads=limits.cpu_threads)
     env[MARKER_ENV] = marker
     env[OWNER_ENV] = owner_id()
-    argv = [python or sys.executable, script]
-    as_other_user = False
-    if limits.isolation == ISOLATION_NAMESPACES:
-        argv, as_other_user = _namespace_argv(argv, workspace)
+    argv = [python or sys.executable, script, *args]
+    out_fd, err_fd = _fresh_logs(workspace)
+    try:
+        as_other_user = False
+        if limits.isolation == ISOLATION_NAMESPACES:
+            argv, as_other_user = _namespace_argv(argv, workspace, limits)
 
-    if cancel is not None and cancel.is_set():
-        stdout_path.write_bytes(b"")
-        stderr_path.write_bytes(b"")
-        logger.info("%s: cancelled before start", workspace)
-        return ExecutionResult(
-            outcome=Outcome.TIMEOUT,
-            returncode=None,
-            runtime_s=0.0,
-            stdout_tail="",
-            stderr_tail="",
-            error="cancelled before start",
-            traceback_tail=None,
-            peak_rss_mb=None,
-        )
+        if cancel is not None and cancel.is_set():
+            logger.info("%s: cancelled before start", workspace)
+            return ExecutionResult(
+                outcome=Outcome.TIMEOUT,
+                returncode=None,
+                runtime_s=0.0,
+                stdout_tail="",
+                stderr_tail="",
+                error="cancelled before start",
+                traceback_tail=None,
+                peak_rss_mb=None,
+            )
 
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        runner = _Runner(argv, workspace, env, limits, marker, out, err, as_other_user)
-    returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel)
-
-    stdout_tail = _read_tail(stdout_path, limits.tail_chars)
-    stderr_tail = _read_tail(stderr_path, limits.tail_chars)
+        runner = _Runner(argv, workspace, env, limits, marker, out_fd, err_fd, as_other_user)
+        returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel)
+        # read through the engine's own descriptors: whatever the program put at those paths
+        # since (a link to another file) is never read
+        stdout_tail = _read_tail(out_fd, limits.tail_chars)
+        stderr_tail = _read_tail(err_fd, limits.tail_chars)
+    finally:
+        os.close(out_fd)
+        os.close(err_fd)
+    detail = runner.stop_detail if stop_reason else None
+    tmpfs_full = limits.memory_mb is not None and runner.tmpfs_peak_bytes >= limits.memory_mb * 2**20 / 4
     outcome, error, traceback_tail = _classify(
-        returncode, stop_reason, stderr_tail, limits, runtime_s
+        returncode, stop_reason, stderr_tail, limits, runtime_s, detail, tmpfs_full
     )
     logger.info(
         "%s: %s (returncode %s, %.2f s, peak RSS %s MB)%s",
@@ -455,11 +497,15 @@ def _make_preexec(limits: SandboxLimits, as_other_user: bool = False):
 
     It runs between ``fork`` and ``exec``, so it only calls ``resource.setrlimit`` (imported at
     module level) and allocates nothing of note. ``RLIMIT_NPROC`` is set only when the program
-    runs as a user of its own (it counts every process of the user).
+    runs as a user of its own (it counts every process of the user). ``RLIMIT_FSIZE`` is the
+    smaller of :data:`MAX_FILE_MB` and the disk cap.
     """
     limit_bytes = None if limits.memory_mb is None else int(limits.memory_mb) * 1024 * 1024
     cpu_s = int(2 * limits.timeout_s * max(1, limits.cpu_threads)) + 10
     fsize = MAX_FILE_MB * 1024 * 1024
+    if limits.disk_mb is not None:
+        fsize = min(fsize, int(limits.disk_mb * 1024 * 1024))
+    nproc = limits.max_processes
 
     def preexec() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -468,7 +514,7 @@ def _make_preexec(limits: SandboxLimits, as_other_user: bool = False):
         if limit_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
         if as_other_user:
-            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
     return preexec
 
@@ -502,8 +548,9 @@ def _ancestors(path: str) -> list[str]:
     return [str(Path("/", *parts[: i + 1])) for i in range(len(parts))]
 
 
-def _namespace_argv(argv: list[str], workspace: Path) -> tuple[list[str], bool]:
-    """``bwrap`` (and, as root, ``setpriv`` to nobody) around ``argv`` for ``workspace``.
+def _namespace_argv(argv: list[str], workspace: Path, limits: SandboxLimits | None = None) -> tuple[list[str], bool]:
+    """``bwrap`` (and, as root, ``setpriv`` to nobody) around ``argv`` for ``workspace``; the
+    private ``/tmp`` and ``/dev/shm`` hold at most ``limits.memory_mb`` each.
 
     Returns:
         ``(argv, runs_as_other_user)``. When the engine is root, the workspace is handed to the
@@ -516,7 +563,8 @@ def _namespace_argv(argv: list[str], workspace: Path) -> tuple[list[str], bool]:
         cmd.append("--unshare-user-try")
     for path, link in _system_dirs():
         cmd += ["--symlink", link, path] if link else ["--ro-bind", path, path]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
+    size = [] if limits is None or limits.memory_mb is None else ["--size", str(int(limits.memory_mb) * 1024 * 1024)]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm", "--perms", "1777", *size, "--tmpfs", "/tmp"]
     made: set[str] = {"/", "/tmp", "/usr", "/etc", "/proc", "/dev"}
 
     def bind(kind: str, path: str) -> None:
@@ -607,8 +655,13 @@ class _Runner:
     ) -> None:
         self.limits = limits
         self.marker = marker
+        self.cwd = cwd
         self.tracked: dict[int, psutil.Process] = {}
         self.peak_rss_bytes = 0
+        self.stop_detail: str | None = None  # what the watchdog measured when it stopped the tree
+        self._tmpfs_pid: int | None = None  # a process inside the namespace sandbox (its /tmp)
+        self.tmpfs_peak_bytes = 0  # most seen in the sandbox's /tmp and /dev/shm
+        self._own_mnt_ns = _mount_namespace(os.getpid())
         self.start = time.monotonic()
         try:
             self.popen = subprocess.Popen(
@@ -648,28 +701,31 @@ class _Runner:
 
         Returns:
             ``(returncode, runtime_s, stop_reason, peak_rss_mb)`` where ``stop_reason`` is
-            ``None`` (exited by itself), ``"timeout"``, ``"cancel"`` or ``"memory"``.
+            ``None`` (exited by itself), ``"timeout"``, ``"cancel"``, ``"memory"``, ``"disk"``
+            or ``"processes"`` (what was measured then is in :attr:`stop_detail`).
         """
         stop_reason: str | None = None
         end: float | None = None
         try:
             deadline = self.start + self.limits.timeout_s
             next_monitor = self.start  # snapshot at once, then every MONITOR_INTERVAL_S
+            next_disk = self.start + DISK_INTERVAL_S
             while True:
                 if self._reap():
                     end = time.monotonic()
                     break
                 now = time.monotonic()
                 if now >= next_monitor:
-                    rss = self._snapshot()
                     next_monitor = now + MONITOR_INTERVAL_S
-                    limit = self.limits.memory_mb
-                    if limit is not None and rss > limit * 1024 * 1024:
-                        stop_reason = "memory"
-                        logger.info(
-                            "pid %d: tree RSS %.0f MB over the %d MB limit",
-                            self.pid, rss / 2**20, limit,
-                        )
+                    stop_reason = self._check_memory_and_processes()
+                    if stop_reason:
+                        break
+                if self.limits.disk_mb is not None and now >= next_disk:
+                    next_disk = now + DISK_INTERVAL_S
+                    used = _disk_usage(self.cwd)
+                    if used > self.limits.disk_mb * 2**20:
+                        stop_reason, self.stop_detail = "disk", f"the workspace took {used / 2**20:.0f} MiB"
+                        logger.info("pid %d: workspace %.0f MiB over the disk cap of %g MiB", self.pid, used / 2**20, self.limits.disk_mb)
                         break
                 if now >= deadline:
                     stop_reason = "timeout"
@@ -685,8 +741,8 @@ class _Runner:
                     time.sleep(wait)
             if stop_reason is not None:
                 end = time.monotonic()
-                # Memory runaways get no grace: every second more may take the machine down.
-                self._stop_tree(grace=0.0 if stop_reason == "memory" else KILL_GRACE_S)
+                # Runaways get no grace: every second more may take the machine down.
+                self._stop_tree(grace=0.0 if stop_reason in ("memory", "disk", "processes") else KILL_GRACE_S)
             else:
                 self._stop_tree(grace=KILL_GRACE_S)  # leftovers of a program that exited
         except BaseException:
@@ -722,8 +778,70 @@ class _Runner:
         self.root_maxrss_bytes = usage.ru_maxrss * 1024  # KiB on Linux
         return True
 
-    def _snapshot(self) -> int:
-        """Record every live descendant; return the tree's total RSS in bytes.
+    def _check_memory_and_processes(self) -> str | None:
+        """One watchdog look at the tree: ``"processes"`` past ``max_processes``, ``"memory"``
+        past ``memory_mb`` (PSS plus the sandbox's tmpfs, see the module docstring), else None."""
+        rss, count = self._snapshot()
+        if count > self.limits.max_processes:
+            self.stop_detail = f"{count} processes"
+            logger.info("pid %d: %d processes, over the limit of %d", self.pid, count, self.limits.max_processes)
+            return "processes"
+        limit = self.limits.memory_mb
+        if limit is None:
+            return None
+        tmpfs = self._tmpfs_bytes()
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss + tmpfs)
+        if rss + tmpfs <= limit * 2**20:  # resident sizes bound PSS from above: nothing to measure
+            return None
+        pss = self._pss_bytes()
+        if pss + tmpfs <= limit * 2**20:
+            return None
+        self.stop_detail = f"{pss / 2**20:.0f} MiB in processes" + (f" and {tmpfs / 2**20:.0f} MiB in /tmp and /dev/shm" if tmpfs else "")
+        logger.info("pid %d: %s, over the %d MiB limit", self.pid, self.stop_detail, limit)
+        return "memory"
+
+    def _members(self) -> list[psutil.Process]:
+        members: list[psutil.Process] = list(self.tracked.values())
+        if self.returncode is None and self.root is not None:
+            members.append(self.root)
+        return members
+
+    def _pss_bytes(self) -> int:
+        """The tree's proportional set size without shared-memory pages (counted with the tmpfs
+        they live in), from ``/proc/PID/smaps_rollup``; a process whose map cannot be read
+        counts with its resident set size."""
+        total = 0
+        for proc in self._members():
+            try:
+                total += _pss_of(proc)
+            except (psutil.Error, OSError):
+                pass
+        return total
+
+    def _tmpfs_bytes(self) -> int:
+        """Bytes used in the namespace sandbox's private ``/tmp`` and ``/dev/shm`` (tmpfs, so
+        memory), read through ``/proc/PID/root`` of a process inside it; 0 outside it."""
+        if self.limits.isolation != ISOLATION_NAMESPACES:
+            return 0
+        pids = ([self._tmpfs_pid] if self._tmpfs_pid else []) + [p.pid for p in self.tracked.values()]
+        for pid in pids:
+            if _mount_namespace(pid) in (None, self._own_mnt_ns):
+                continue
+            try:
+                used = 0
+                for mount in ("tmp", "dev/shm"):
+                    st = os.statvfs(f"/proc/{pid}/root/{mount}")
+                    used += (st.f_blocks - st.f_bfree) * st.f_frsize
+            except OSError:
+                continue
+            self._tmpfs_pid = pid
+            self.tmpfs_peak_bytes = max(self.tmpfs_peak_bytes, used)
+            return used
+        return 0
+
+    def _snapshot(self) -> tuple[int, int]:
+        """Record every live descendant; return the tree's total RSS in bytes and its number of
+        live processes.
 
         Descendants are found by parent pid from the main process and from every process seen
         before, so a grandchild stays tracked after its parent died or it left the session.
@@ -750,18 +868,16 @@ class _Runner:
                 self.tracked[pid] = psutil.Process(pid)
             except psutil.Error:
                 pass
-        total = 0
-        members: list[psutil.Process] = list(self.tracked.values())
-        if self.returncode is None and self.root is not None:
-            members.append(self.root)
-        for proc in members:
+        total = count = 0
+        for proc in self._members():
             try:
                 if proc.is_running():
                     total += proc.memory_info().rss
+                    count += 1
             except psutil.Error:
                 pass
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
-        return total
+        return total, count
 
     # -- killing ---------------------------------------------------------------------------
 
@@ -854,20 +970,84 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def _mount_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _pss_of(proc: psutil.Process) -> int:
+    """``Pss - Pss_Shmem`` of one process in bytes (``/proc/PID/smaps_rollup``, Linux 4.14+;
+    ``Pss_Shmem`` since 5.9), its RSS where the file is missing."""
+    fields: dict[str, int] = {}
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                name, _, rest = line.partition(b":")
+                if name in (b"Pss", b"Pss_Shmem"):
+                    fields[name.decode()] = int(rest.split()[0]) * 1024
+    except FileNotFoundError:
+        return proc.memory_info().rss
+    if "Pss" not in fields:
+        return proc.memory_info().rss
+    return fields["Pss"] - fields.get("Pss_Shmem", 0)
+
+
+def _disk_usage(folder: Path) -> int:
+    from mcgs.candidate_files import disk_usage_bytes
+
+    return disk_usage_bytes(folder)
+
+
 # --------------------------------------------------------------------------------------------
 # Output and classification
 
 
-def _read_tail(path: Path, chars: int) -> str:
-    """Return the last ``chars`` characters of a UTF-8 text file (bad bytes replaced)."""
+def _fresh_logs(workspace: Path) -> tuple[int, int]:
+    """Create ``logs/stdout.txt`` and ``logs/stderr.txt`` anew and return descriptors open for
+    reading and writing. Whatever stands at those paths (a link, a folder, a FIFO an earlier
+    attempt left) is removed first and the files are created with ``O_EXCL | O_NOFOLLOW``, so
+    the engine never writes through a link."""
+    from mcgs.candidate_files import remove_tree
+
+    logs = workspace / "logs"
+    if logs.is_symlink() or (logs.exists() and not logs.is_dir()):
+        logs.unlink()
+    logs.mkdir(exist_ok=True)
+    dfd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fds: list[int] = []
+    try:
+        for name in ("stdout.txt", "stderr.txt"):
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if stat.S_ISDIR(st.st_mode):
+                    remove_tree(logs / name)
+                else:
+                    os.unlink(name, dir_fd=dfd)
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fds.append(os.open(name, flags, 0o644, dir_fd=dfd))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    finally:
+        os.close(dfd)
+    return fds[0], fds[1]
+
+
+def _read_tail(fd: int, chars: int) -> str:
+    """The last ``chars`` characters of the UTF-8 text behind ``fd`` (bad bytes replaced)."""
     if chars <= 0:
         return ""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            # UTF-8 uses at most 4 bytes per character.
-            fh.seek(max(0, size - 4 * chars))
-            data = fh.read()
+        size = os.fstat(fd).st_size
+        # UTF-8 uses at most 4 bytes per character.
+        start = max(0, size - 4 * chars)
+        data = os.pread(fd, size - start, start)
     except OSError:
         return ""
     return data.decode("utf-8", errors="replace")[-chars:]
@@ -943,11 +1123,17 @@ def _classify(
     stderr_tail: str,
     limits: SandboxLimits,
     runtime_s: float,
+    detail: str | None = None,
+    tmpfs_full: bool = False,
 ) -> tuple[Outcome, str | None, str | None]:
     """Turn how the run ended into ``(outcome, error, traceback_tail)``.
 
-    Order: a stop by the sandbox decides (timeout, cancel, memory watchdog); then exit code 0
-    is ``OK``; a non-zero exit is ``OOM`` when stderr shows an out-of-memory error or the
+    Order: a stop by the sandbox decides (timeout, cancel, memory, disk and process watchdogs;
+    ``detail`` says what was measured); then exit code 0 is ``OK``; a non-zero exit is
+    ``DISK`` when the last error is a write refused as too large (``RLIMIT_FSIZE``) or for want
+    of space (but ``OOM`` when no space was left because the sandbox's ``/tmp`` and ``/dev/shm``,
+    which are memory, held at least a quarter of the memory limit: ``tmpfs_full``), ``PROCESS_LIMIT`` when it is a process or thread that could not be started
+    (``EAGAIN`` from ``fork``/``clone``), ``OOM`` when stderr shows an out-of-memory error or the
     process died of a SIGKILL the sandbox did not send (the kernel OOM killer), else ``BUGGY``.
     """
     mem = (
@@ -955,16 +1141,30 @@ def _classify(
         if limits.memory_mb is not None
         else "out of memory"
     )
+    disk = f"disk cap of {limits.disk_mb:g} MiB exceeded" if limits.disk_mb is not None else "no space left for the workspace"
+    procs = f"process limit of {limits.max_processes} reached"
+    measured = f" ({detail})" if detail else ""
     if stop_reason == "timeout":
         return Outcome.TIMEOUT, f"timed out after {limits.timeout_s:.1f} s", None
     if stop_reason == "cancel":
         return Outcome.TIMEOUT, f"cancelled after {runtime_s:.1f} s", None
     if stop_reason == "memory":
-        return Outcome.OOM, mem, None
+        return Outcome.OOM, mem + measured, None
+    if stop_reason == "disk":
+        return Outcome.DISK, disk + measured, None
+    if stop_reason == "processes":
+        return Outcome.PROCESS_LIMIT, procs + measured, None
     if returncode == 0:
         return Outcome.OK, None, None
 
     exc_line, tb = _parse_traceback(stderr_tail, limits.tail_chars)
+    last = exc_line if exc_line is not None and not exc_line.startswith(_FATAL_HEADER) else (_last_line(stderr_tail) or "")
+    if tmpfs_full and _NO_SPACE.search(last):
+        return Outcome.OOM, _shorten(f"{mem} (/tmp and /dev/shm are memory and ran full: {last})"), tb
+    if _DISK_SIGN.search(last) or returncode == -signal.SIGXFSZ:
+        return Outcome.DISK, _shorten(f"{disk} ({last or 'killed by SIGXFSZ'})"), tb
+    if _PROCESS_SIGN.search(last):
+        return Outcome.PROCESS_LIMIT, _shorten(f"{procs} ({last})"), tb
     # The last exception decides; without one (or after a hard crash), any sign in stderr.
     oom_sign = None
     if exc_line is not None and (_OOM_EXCEPTION.search(exc_line) or _OOM_ANYWHERE.search(exc_line)):

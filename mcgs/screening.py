@@ -12,11 +12,11 @@ reuses it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -123,14 +123,18 @@ def run_screen(
     cancel: threading.Event | None = None,
     train_only_columns=(),
     isolation: str = "process-session",
+    disk_mb: float | None = None,
+    max_output_bytes: int | None = None,
 ) -> list[PlanResult]:
     """Review and run each plan on the screening task, in order, each with an equal part of
     ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent; return one
-    :class:`PlanResult` per plan (unrun plans are ``skipped``).
+    :class:`PlanResult` per plan (unrun plans are ``skipped``). ``disk_mb`` and
+    ``max_output_bytes`` are the run's disk cap and output-file cap (:mod:`mcgs.candidate_files`).
 
     Raises:
         KeyboardInterrupt: ``cancel`` was set (the caller's stop).
     """
+    from mcgs.candidate_files import remove_tree
     from mcgs.contract import prepare_run_input, prepare_workspace
     from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
     from mcgs.operators.code_review import review_program
@@ -150,7 +154,7 @@ def run_screen(
             res.state, res.error = "rejected", "; ".join(review.reasons)
             continue
         ws = prepare_workspace(inp, folder / f"plan_{i}", review.code)
-        limits = SandboxLimits(timeout_s=min(per_plan, left), memory_mb=memory_mb, cpu_threads=threads, isolation=isolation)
+        limits = SandboxLimits(timeout_s=min(per_plan, left), memory_mb=memory_mb, cpu_threads=threads, isolation=isolation, disk_mb=disk_mb)
         out = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(i)}, cancel=cancel)
         if cancel is not None and cancel.is_set():
             raise KeyboardInterrupt("stop requested")
@@ -159,10 +163,11 @@ def run_screen(
         res.error = out.error
         if out.outcome is Outcome.OK:
             try:
-                res.score = float(evaluate_workspace(labels, ws).score)
+                res.score = float(evaluate_workspace(labels, ws, **({"max_bytes": max_output_bytes} if max_output_bytes else {})).score)
             except OutputError as exc:
                 res.state, res.error = "invalid_output", str(exc)
-        shutil.rmtree(ws / "working", ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(ws / "working")
     return results
 
 

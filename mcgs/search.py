@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from mcgs.candidate_files import CandidateFileError, candidate_file_exists, copy_candidate_file, remove_tree
 from mcgs.coders import Coder, CoderAnswer, CoderStop
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH, prepare_run_input, prepare_workspace
 from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
@@ -134,6 +135,8 @@ _OUTCOME_STATE = {
     Outcome.BUGGY: NodeState.BUGGY,
     Outcome.TIMEOUT: NodeState.TIMEOUT,
     Outcome.OOM: NodeState.OOM,
+    Outcome.DISK: NodeState.DISK,
+    Outcome.PROCESS_LIMIT: NodeState.PROCESS_LIMIT,
     Outcome.INVALID_OUTPUT: NodeState.INVALID_OUTPUT,
 }
 
@@ -158,10 +161,6 @@ def _atomic_write(dst: Path, data: bytes) -> None:
         os.fsync(out.fileno())
     os.chmod(tmp, 0o644)
     os.replace(tmp, dst)
-
-
-def _atomic_copy(src: Path, dst: Path) -> None:
-    _atomic_write(dst, Path(src).read_bytes())
 
 
 @dataclasses.dataclass
@@ -234,6 +233,7 @@ class Search:
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self._verdict_lock = threading.RLock()
         self._coder_stop: str | None = None  # set when the coder asks the run to stop (LLM budget)
+        self._lost_said: set[int] = set()  # nodes whose lost artifacts were reported (final_node)
         self.owner = owner_id()  # this process, as the holder of node claims
         self.is_worker = False  # True while :meth:`work` runs: no run-level writes (status, export)
         self._view = None  # storage.RunView of this run (nodes()), created on first use
@@ -820,7 +820,7 @@ class Search:
         results = run_screen(
             plans, screen, folder, timeout_s=self.settings.screen_timeout_s, time_share_s=share, threads=threads,
             memory_mb=self.settings.memory_mb, cancel=self._stop, train_only_columns=self.profile.get("train_only_columns", ()),
-            isolation=self.isolation,
+            isolation=self.isolation, disk_mb=self.disk_cap_mb(), max_output_bytes=self.max_output_bytes,
         )
         ranked = rank_plans(results, self.task.higher_is_better)
         save_plans(self._plans_path, ranked, {"rows": screen.n_train, "seconds": round(time.monotonic() - t0, 1)})
@@ -868,12 +868,14 @@ class Search:
         """Run a stored node's program in its workspace, evaluate it, and persist the verdict."""
         ws = prepare_workspace(self.input_dir, self.node_dir(node), node.code)
         if node.operator is Operator.ENSEMBLE:
-            self._copy_members(node, ws)
+            try:
+                self._copy_members(node, ws)
+            except CandidateFileError as exc:  # a member's workspace was removed or damaged since
+                self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
+                return self._record_verdict(node, NodeState.INVALID_OUTPUT, None, f"a member's artifacts are lost: {exc}", None)
         self.storage.set_running(node.id, str(ws.relative_to(self.run_dir)))
         timeout = max(1.0, timeout)
-        threads = max(1, self.settings.cpu_threads // self.settings.workers)
-        limits = SandboxLimits(timeout_s=timeout, memory_mb=self.settings.memory_mb, cpu_threads=threads, isolation=self.isolation)
-        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)}, cancel=self._stop)
+        result = run_program(ws, "solution.py", self.sandbox_limits(timeout), extra_env={"MCGS_SEED": str(seed)}, cancel=self._stop)
         if self._stop.is_set():  # stopped by the user: no verdict on the program
             raise KeyboardInterrupt("stop requested")
         state = _OUTCOME_STATE[result.outcome]
@@ -885,13 +887,19 @@ class Search:
         score = None
         if state is NodeState.VALID:
             try:
-                score = evaluate_workspace(self.labels, ws).score
+                score = evaluate_workspace(self.labels, ws, max_bytes=self.max_output_bytes).score
             except OutputError as exc:
                 state, error = NodeState.INVALID_OUTPUT, str(exc)
         if state is NodeState.BUGGY and result.traceback_tail:
             error = f"{error}\n{result.traceback_tail}" if error else result.traceback_tail
         if state is not NodeState.VALID and not self.settings.keep_workspaces:
-            shutil.rmtree(ws / "working", ignore_errors=True)
+            with contextlib.suppress(OSError):
+                remove_tree(ws / "working")
+        return self._record_verdict(node, state, score, error, result)
+
+    def _record_verdict(self, node: FrozenNode, state: NodeState, score: float | None, error: str | None, result) -> FrozenNode:
+        """Store a node's verdict with its reward (``result``: the sandbox's record, None when the
+        program never ran) and run what follows a finished node."""
         with self._verdict_lock:  # one verdict at a time: rewards see every earlier verdict
             prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
             reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
@@ -902,9 +910,9 @@ class Search:
                     score=score,
                     reward=reward,
                     error=error,
-                    stdout_tail=result.stdout_tail,
-                    stderr_tail=result.stderr_tail,
-                    runtime_s=result.runtime_s,
+                    stdout_tail=result.stdout_tail if result else "",
+                    stderr_tail=result.stderr_tail if result else "",
+                    runtime_s=result.runtime_s if result else 0.0,
                     owner=self.owner,
                 )
             except ClaimLost as exc:  # our lease lapsed (a stalled engine) and the node was retried
@@ -912,6 +920,29 @@ class Search:
                 return self.storage.get_node(node.id)
             self._after_node(finished, prior)
         return finished
+
+    @property
+    def max_output_bytes(self) -> int:
+        """Cap on one file read or copied out of a workspace, bytes (setting ``max_output_mb``)."""
+        return int(self.settings.max_output_mb * 2**20)
+
+    def disk_cap_mb(self) -> float:
+        """The disk cap of one candidate's workspace, MiB: the ``disk_mb`` setting, or half of
+        the free space above ``min_free_disk_mb`` on the run's disk now, shared among the
+        workers (at least 256 MiB)."""
+        if self.settings.disk_mb is not None:
+            return self.settings.disk_mb
+        free = shutil.disk_usage(self.run_dir).free / 2**20
+        floor = float(self.live_setting("min_free_disk_mb"))
+        return max(256.0, (free - floor) / (2 * self.settings.workers))
+
+    def sandbox_limits(self, timeout_s: float, threads: int | None = None) -> SandboxLimits:
+        """The limits every run of this run's node code gets (search, ensembles, export's
+        measurements): ``timeout_s`` (at least 1 s), the memory limit, the disk cap, the
+        candidate's share of the CPU threads (or ``threads``) and the run's isolation."""
+        threads = threads or max(1, self.settings.cpu_threads // self.settings.workers)
+        return SandboxLimits(timeout_s=max(1.0, timeout_s), memory_mb=self.settings.memory_mb, cpu_threads=threads,
+                             isolation=self.isolation, disk_mb=self.disk_cap_mb())
 
     def build_ensemble(self, reason: str = "final ensemble") -> FrozenNode | None:
         """Add an ensemble node over the best valid nodes (greedy forward selection with
@@ -959,7 +990,7 @@ class Search:
         oofs = {}
         for n in members:
             try:
-                oofs[n.id] = read_predictions(self.task, self.node_dir(n) / OOF_PATH, OOF_PATH, rows)
+                oofs[n.id] = read_predictions(self.task, self.node_dir(n), OOF_PATH, rows, max_bytes=self.max_output_bytes)
             except OutputError:  # workspace removed or damaged: not a candidate
                 continue
         if len(oofs) < 2:
@@ -1026,39 +1057,72 @@ class Search:
         return node
 
     def _copy_members(self, node: FrozenNode, dest: Path) -> None:
-        """Copy an ensemble node's members' prediction files to ``dest/members/<node>/``."""
+        """Copy an ensemble node's members' prediction files to ``dest/members/<node>/``, read
+        safely (:mod:`mcgs.candidate_files`).
+
+        Raises:
+            CandidateFileError: a member's file is gone, a link, or over the size cap.
+        """
         by_id = {n.id: n for n in self.nodes()}
         for member_id in node.config["weights"]:
             member = self.node_dir(by_id[int(member_id)])
             for name in (OOF_PATH, TEST_PRED_PATH):
-                _atomic_copy(member / name, dest / "members" / member.name / name)
+                copy_candidate_file(member, name, dest / "members" / member.name / name, max_bytes=self.max_output_bytes)
 
     @property
     def final_node(self) -> FrozenNode | None:
         """The node whose submission the run hands in: the best single node or an ensemble
         node, chosen by :func:`mcgs.ensemble.choose_final` (ensembles judged by their
         cross-fitted score; the one-standard-error rule for ensembles built after the best node).
-        Once the final ensemble exists it is the only ensemble considered. None when no valid
-        node exists."""
+        Once the final ensemble exists it is the only ensemble considered. A node whose
+        artifacts are lost (its workspace removed or damaged since it was scored:
+        :meth:`lost_artifacts`) is passed over, said once. None when no valid node exists."""
         from mcgs.ensemble import choose_final, fold_standard_error
         from mcgs.evaluation import read_predictions
 
         valid = valid_nodes(self.graph())
-        singles = [n for n in valid if n.operator is not Operator.ENSEMBLE]
-        ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE]
-        if not singles:
-            return None
-        best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
+        lost: set[int] = set()
+        while True:
+            singles = [n for n in valid if n.operator is not Operator.ENSEMBLE and n.id not in lost]
+            ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE and n.id not in lost]
+            if not singles:
+                return None
+            best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
 
-        def standard_error() -> float:
-            rows = self.labels.validated_rows
-            try:
-                oof = read_predictions(self.task, self.node_dir(best) / OOF_PATH, OOF_PATH, rows)
-            except OutputError:  # the workspace is gone: no slack
-                return 0.0
-            return fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
+            def standard_error() -> float:
+                rows = self.labels.validated_rows
+                try:
+                    oof = read_predictions(self.task, self.node_dir(best), OOF_PATH, rows, max_bytes=self.max_output_bytes)
+                except OutputError:  # the workspace is gone: no slack
+                    return 0.0
+                return fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
 
-        return choose_final(best, ensembles, self.task.higher_is_better, standard_error)
+            final = choose_final(best, ensembles, self.task.higher_is_better, standard_error)
+            problem = self.lost_artifacts(final)
+            if problem is None:
+                return final
+            lost.add(final.id)
+            if final.id not in self._lost_said:
+                self._lost_said.add(final.id)
+                (logger.warning if self.say == logger.info else self.say)(
+                    f"warning: node {final.seq}'s artifacts are lost ({problem}); it cannot be handed in, so the run "
+                    f"chooses among the other nodes")
+
+    def lost_artifacts(self, node: FrozenNode) -> str | None:
+        """Why ``node`` cannot be handed in any more, or None: its workspace (or, for an ensemble,
+        a member's) no longer holds its submission and predictions as regular files."""
+        needed = [(node, (SUBMISSION_PATH,))]
+        if node.operator is Operator.ENSEMBLE:
+            by_id = {n.id: n for n in self.nodes()}
+            needed += [(by_id[int(i)], (OOF_PATH, TEST_PRED_PATH)) for i in node.config.get("weights", {}) if int(i) in by_id]
+        for n, files in needed:
+            ws = self.node_dir(n)
+            if not ws.is_dir():
+                return f"the workspace {ws} of node {n.seq} is gone"
+            for rel in files:
+                if not candidate_file_exists(ws, rel):
+                    return f"{rel} of node {n.seq} is missing or not a regular file"
+        return None
 
     def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
         if self.is_worker:  # the run's own process keeps best/ and the clock
@@ -1107,7 +1171,7 @@ class Search:
             shutil.rmtree(best / "members", ignore_errors=True)
             self._copy_members(node, best)
         _atomic_write(best / "solution.py", node.code.encode())
-        _atomic_copy(ws / SUBMISSION_PATH, best / "submission.csv")
+        copy_candidate_file(ws, SUBMISSION_PATH, best / "submission.csv", max_bytes=self.max_output_bytes)
         info = {
             "node": node.seq,
             "storage_id": node.id,

@@ -265,6 +265,13 @@ class SearchSettings(BaseSettings):
             process on this host is gone, is retried (DESIGN §7; Optuna's heartbeat for
             distributed trials follows the same idea).
         max_attempts: Times a node may be claimed before a lost claim makes it INTERRUPTED.
+        max_output_mb: Cap on one file the engine reads or copies out of a candidate's workspace
+            (predictions, submission, model files), MiB; a larger file makes the node
+            ``invalid_output`` with the file and the cap named (:mod:`mcgs.candidate_files`).
+        disk_mb: Disk cap of one candidate's workspace, MiB (the sandbox's watchdog and its
+            largest-file limit); past it the node fails as ``disk``. None (default): half of the
+            run disk's free space above ``min_free_disk_mb`` when the candidate starts, shared
+            among the ``workers``, and at least 256 MiB.
         isolation: How candidates are isolated: ``namespaces`` (bubblewrap: no network, only
             their workspace writable, as an unprivileged user when the engine is root),
             ``process-session`` (limits and a scrubbed environment only) or ``auto``
@@ -341,6 +348,8 @@ class SearchSettings(BaseSettings):
     min_free_disk_mb: float = Field(1024.0, ge=0, allow_inf_nan=False)
     lease_s: float = Field(60.0, ge=3)
     max_attempts: int = Field(2, ge=1)
+    max_output_mb: float = Field(4096.0, gt=0, allow_inf_nan=False)
+    disk_mb: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     @property
     def node_limit_s(self) -> float:

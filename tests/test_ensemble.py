@@ -267,7 +267,7 @@ def test_an_ensemble_node_program_reproduces_the_engine_blend(tmp_path):
 
     by_id = {n.id: n for n in search.nodes()}
     members = [int(i) for i in cfg["weights"]]
-    preds = [read_predictions(search.task, search.node_dir(by_id[i]) / OOF_PATH, OOF_PATH, rows) for i in members]
+    preds = [read_predictions(search.task, search.node_dir(by_id[i]), OOF_PATH, rows) for i in members]
     blended = blend_predictions(search.task, preds, [cfg["weights"][str(i)] for i in members], cfg["blend"], cfg["temperature"])
     assert ens[0].score == pytest.approx(score_predictions(search.task, search.labels.y[rows], blended), rel=1e-4)
 

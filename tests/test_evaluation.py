@@ -34,7 +34,7 @@ def check(task, sample, tmp_path, df: pd.DataFrame | str):
         path.write_text(df)
     else:
         df.to_csv(path, index=False)
-    validate_submission(task, sample, path)
+    validate_submission(task, sample, tmp_path, "submission.csv")
 
 
 def test_valid_and_shuffled_submissions_pass(task, sample, tmp_path):
@@ -94,7 +94,7 @@ def test_probability_out_of_range(tmp_path):
 
 def test_missing_file(task, sample, tmp_path):
     with pytest.raises(OutputError, match="was not written"):
-        validate_submission(task, sample, tmp_path / "absent.csv")
+        validate_submission(task, sample, tmp_path, "absent.csv")
 
 
 def test_oof_rows_must_match_folds(task, tmp_path):
@@ -102,13 +102,13 @@ def test_oof_rows_must_match_folds(task, tmp_path):
     path = tmp_path / "oof.csv"
     pd.DataFrame({"row": [0, 1, 2, 2, 4, 5, 6, 7, 8, 9], "label": 0.5}).to_csv(path, index=False)
     with pytest.raises(OutputError, match=r"duplicate rows \[?2"):
-        read_predictions(task, path, "working/oof.csv", rows)
+        read_predictions(task, tmp_path, "oof.csv", rows)
     pd.DataFrame({"row": range(9), "label": 0.5}).to_csv(path, index=False)
     with pytest.raises(OutputError, match="missing rows 9"):
-        read_predictions(task, path, "working/oof.csv", rows)
+        read_predictions(task, tmp_path, "oof.csv", rows)
     pd.DataFrame({"row": range(10), "proba": 0.5}).to_csv(path, index=False)
     with pytest.raises(OutputError, match=r"missing columns \['label'\]"):
-        read_predictions(task, path, "working/oof.csv", rows)
+        read_predictions(task, tmp_path, "oof.csv", rows)
 
 
 def test_engine_scores_oof_in_task_direction(task, tmp_path):

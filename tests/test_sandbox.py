@@ -250,7 +250,7 @@ def test_tree_rss_watchdog_catches_many_small_processes(tmp_path: Path) -> None:
     )
 
     assert result.outcome is Outcome.OOM
-    assert result.error == "memory limit of 300 MB exceeded"
+    assert result.error.startswith("memory limit of 300 MB exceeded (") and "MiB in processes" in result.error
     assert result.peak_rss_mb is not None and result.peak_rss_mb > 300
     assert result.runtime_s < 15
     assert all(_gone(pid) for pid in _pids(tmp_path / "pids.txt"))

@@ -435,7 +435,7 @@ class RecipeCoder:
         assert parent is not None
         config = copy.deepcopy(parent.config) if parent.config else self.default_config(self._cheapest(req.profile), req.profile)
         error = (parent.error or "") + "\n" + (parent.stderr_tail or "")[-2000:]
-        if parent.state in (NodeState.TIMEOUT, NodeState.OOM):
+        if parent.state in (NodeState.TIMEOUT, NodeState.OOM, NodeState.DISK, NodeState.PROCESS_LIMIT):
             for name in COST_PARAMS:
                 if name in config["params"]:
                     config["params"][name] = max(50, int(config["params"][name] * 0.5))
