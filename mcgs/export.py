@@ -26,10 +26,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -276,16 +272,33 @@ def _interpretable(search, node) -> bool:
     return bool(models) and all(entries[k].recipe is not None and entries[k].recipe.interpretable for k in models if k in entries)
 
 
-def _predict_ms_per_row(search, folder: Path, test: Path, node) -> float:
-    """Wall time of one ``predict.py`` run on ``test`` in ms per test row (ExportError if it fails)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "predict.py", str(test), str(Path(tmp) / "out.csv")], cwd=folder,
-                             capture_output=True, text=True, timeout=3600)
-        wall = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise ExportError(f"node {node.seq}'s exported program failed in predict mode: {res.stderr[-1500:]}")
-    return round(1000 * wall / max(1, search.task.n_test), 3)
+def _predict_ms_per_row(search, folder: Path, node) -> float:
+    """Wall time of one ``predict.py`` run on the task's test table, in ms per test row.
+
+    The node's code is untrusted like every candidate: it runs in the run's sandbox (its
+    isolation, limits and scrubbed environment: no secrets, no network), on a throwaway copy of
+    the export folder next to it, so nothing it does reaches the folder handed to the user.
+
+    Raises:
+        ExportError: the program fails in predict mode (its error is named).
+    """
+    from mcgs.candidate_files import remove_tree
+    from mcgs.sandbox import Outcome, run_program
+
+    members = len(node.config.get("weights", {})) if node.operator.value == "ensemble" else 1
+    ws = folder.with_name(folder.name + ".measure")
+    remove_tree(ws)
+    try:
+        shutil.copytree(folder, ws, symlinks=True)
+        (ws / "measure").mkdir()
+        limits = search.sandbox_limits(search.settings.per_run_timeout_s * max(1, members), threads=search.settings.cpu_threads)
+        res = run_program(ws, "predict.py", limits, args=[f"input/{search.task.test_file}", "measure/out.csv"])
+    finally:
+        remove_tree(ws)
+    if res.outcome is not Outcome.OK:
+        detail = res.stderr_tail[-1500:].strip() or res.error or res.outcome.value
+        raise ExportError(f"node {node.seq}'s exported program failed in predict mode ({res.outcome.value}): {detail}")
+    return round(1000 * res.runtime_s / max(1, search.task.n_test), 3)
 
 
 def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
@@ -294,7 +307,8 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
     Returns:
         ``{"ms_per_row", "model_mb", "interpretable", "passed": [...], "failed": [...]}``;
         ``ms_per_row`` is the wall time of ``predict.py`` on the task's test table (a fresh
-        process: start-up, feature computation and prediction), divided by its rows. A time over
+        process in the run's sandbox: start-up, feature computation and prediction), divided by
+        its rows. A time over
         ``max_inference_ms_per_row`` is measured once more and the faster run kept: other work on
         the machine only ever adds to a wall time, so the minimum is the better estimate of the
         program's own cost (the rule of Python's ``timeit``).
@@ -302,11 +316,10 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
     Raises:
         ExportError: the exported program fails in predict mode.
     """
-    test = folder / "input" / search.task.test_file
     limit = search.task.constraints.max_inference_ms_per_row
-    ms_per_row = _predict_ms_per_row(search, folder, test, node)
+    ms_per_row = _predict_ms_per_row(search, folder, node)
     if limit is not None and ms_per_row > limit:
-        ms_per_row = min(ms_per_row, _predict_ms_per_row(search, folder, test, node))
+        ms_per_row = min(ms_per_row, _predict_ms_per_row(search, folder, node))
     out: dict[str, Any] = {
         "ms_per_row": ms_per_row,
         "model_mb": round(sum(p.stat().st_size for p in folder.rglob("model.joblib")) / 2**20, 3),
@@ -329,18 +342,19 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
 
 def _write_folder(search, node, dest: Path, shared_input: Path | None = None) -> None:
     """A single node's export in ``dest``; ``shared_input``: link ``input`` there instead of copying."""
+    from mcgs.candidate_files import CandidateFileError, copy_candidate_file
+
     ws = search.node_dir(node)
-    model = ws / MODEL_FILE
-    if not model.is_file():
-        skipped = ws / (MODEL_FILE + ".skipped.json")
-        why = json.loads(skipped.read_text())["reason"] if skipped.is_file() else (
-            "its program did not save its fitted estimators (solution contract 1.1, docs/solution_contract.md)")
-        raise ExportError(f"node {node.seq} cannot be exported: {why}; export another node with --node N")
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     (dest / "working").mkdir()
-    shutil.copyfile(model, dest / MODEL_FILE)
+    try:
+        copy_candidate_file(ws, MODEL_FILE, dest / MODEL_FILE, max_bytes=search.max_output_bytes)
+    except CandidateFileError as exc:
+        why = str(exc) if exc.kind != "missing" else (
+            _skip_reason(ws) or "its program did not save its fitted estimators (solution contract 1.1, docs/solution_contract.md)")
+        raise ExportError(f"node {node.seq} cannot be exported: {why}; export another node with --node N") from None
     (dest / "solution.py").write_text(node.code)
     if shared_input is None:
         _copy_input(search, dest)
@@ -351,6 +365,18 @@ def _write_folder(search, node, dest: Path, shared_input: Path | None = None) ->
     (dest / "requirements.txt").write_text(_requirements(node.code, search.run_record.package_versions))
 
 
+def _skip_reason(ws: Path) -> str | None:
+    """Why a node's program saved no model, from its ``model.joblib.skipped.json`` (read safely,
+    at most 64 KiB), or None."""
+    from mcgs.candidate_files import CandidateFileError, read_candidate_file
+
+    try:
+        reason = json.loads(read_candidate_file(ws, MODEL_FILE + ".skipped.json", max_bytes=1 << 16)).get("reason")
+    except (CandidateFileError, ValueError, AttributeError):
+        return None
+    return str(reason)[:500] if reason else None
+
+
 def _ensemble_members(search, node) -> list:
     by_id = {n.id: n for n in search.nodes()}
     return [by_id[int(i)] for i in node.config.get("weights", {})]
@@ -359,6 +385,7 @@ def _ensemble_members(search, node) -> list:
 def _write_ensemble_folder(search, node, dest: Path) -> None:
     """An ensemble node's export: its program, the shared input, and each member's own export
     (with the member's OOF predictions, which the ensemble program reads) under ``members/``."""
+    from mcgs.candidate_files import CandidateFileError, copy_candidate_file
     if "MCGS_MODE" not in node.code:
         raise ExportError(f"ensemble node {node.seq} was built before solution contract 1.1 and cannot predict new rows; export a member with --node N")
     if dest.exists():
@@ -371,7 +398,10 @@ def _write_ensemble_folder(search, node, dest: Path) -> None:
         name = search.node_dir(member).name
         mdest = dest / "members" / name
         _write_folder(search, member, mdest, shared_input=dest / "input")
-        shutil.copyfile(search.node_dir(member) / "working" / "oof.csv", mdest / "working" / "oof.csv")
+        try:
+            copy_candidate_file(search.node_dir(member), "working/oof.csv", mdest / "working" / "oof.csv", max_bytes=search.max_output_bytes)
+        except CandidateFileError as exc:
+            raise ExportError(f"ensemble node {node.seq} cannot be exported: member {member.seq}: {exc}") from None
         names.append(name)
         code += member.code + "\n"
     (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=search.task.name, members=names) + _PREDICT_TAIL)
@@ -423,7 +453,11 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
         score = "" if step["score"] is None else f"{step['score']:.6g}"
         lines.append(f"| {step['node']} | {step['operator']} | {score} | {step['plan'].replace('|', '/')} |")
     lines += ["", "## Use", "", "```", "pip install -r requirements.txt", "python predict.py new_rows.csv predictions.csv",
-              "python train.py        # optional: refit on all training rows", "```", ""]
+              "python train.py        # optional: refit on all training rows", "```", "",
+              "`predict.py` and `train.py` run the node's program, which a search wrote, as an ordinary process with your "
+              "permissions, network and environment: mcgs ran it (search, and the measurements above) only inside its sandbox, "
+              "but nothing sandboxes it here. Read `solution.py` first, or run it in a container or as a user without access "
+              "to anything it should not see.", ""]
     return "\n".join(lines)
 
 
