@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mcgs.task import TaskSpec, read_table
+from mcgs.task import TaskSpec, parse_times, read_table
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -39,7 +39,7 @@ __all__ = [
     "prepare_workspace",
 ]
 
-CONTRACT_VERSION = "1.1"
+CONTRACT_VERSION = "1.2"
 OOF_PATH = "working/oof.csv"
 TEST_PRED_PATH = "working/test_pred.csv"
 SUBMISSION_PATH = "submission/submission.csv"
@@ -73,7 +73,7 @@ class OutputsInfo(BaseModel):
 
 
 class TaskJson(BaseModel):
-    """Schema of ``input/task.json`` (contract version 1.0).
+    """Schema of ``input/task.json`` (contract version :data:`CONTRACT_VERSION`).
 
     Attributes:
         contract_version: Version of this contract; bumped on any incompatible change.
@@ -89,6 +89,9 @@ class TaskJson(BaseModel):
             (positive-class probability / per-class probabilities) or ``value``.
         class_labels, positive_class: For classification.
         echo_columns: Submission columns copied from the test table (by row order).
+        text_columns: The columns a submission copies from the test table (the id and the echo
+            columns), to be read as text so they are written back as written (``00301``);
+            added in 1.2.
         extra_files: Extra input files or folders, as paths relative to the workspace.
         validation: Fold scheme and rule.
         outputs: Required output paths.
@@ -111,6 +114,7 @@ class TaskJson(BaseModel):
     class_labels: list[Any] | None = None
     positive_class: Any = None
     echo_columns: list[str] = []
+    text_columns: list[str] = []
     extra_files: list[str] = []
     validation: ValidationInfo
     outputs: OutputsInfo = OutputsInfo()
@@ -147,6 +151,7 @@ def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
             "sample_submission": FileInfo(path=f"input/{spec.sample_submission_file}"),
         },
         echo_columns=spec.echo_columns,
+        text_columns=([spec.id_column] if spec.id_column else []) + list(spec.echo_columns),
         extra_files=[f"input/{name}" for name in spec.extra_files],
         id_column=spec.id_column,
         target_columns=spec.target_columns,
@@ -188,7 +193,7 @@ def make_folds(spec: TaskSpec, train) -> "Any":
         groups = train[v.group_column].astype(str).to_numpy()
         splits = GroupKFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx, groups=groups)
     elif v.kind == "time_split":
-        order = np.argsort(pd.to_datetime(train[v.time_column], errors="coerce").to_numpy(), kind="stable")
+        order = np.argsort(parse_times(train[v.time_column], v.time_format).to_numpy(), kind="stable")
         chunks = np.array_split(order, v.n_splits + 1)
         splits = ((None, c) for c in chunks[1:])
     else:
@@ -267,7 +272,16 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
         else:
             shutil.copyfile(src, tmp / name)
     train = read_table(spec.train_path)
-    make_folds(spec, train).to_csv(tmp / "folds.csv", index=False)
+    try:
+        folds = make_folds(spec, train)
+    except ValueError as exc:  # scikit-learn's splitters: a scheme the rows cannot satisfy
+        from mcgs.task import TaskError
+
+        v = spec.validation
+        raise TaskError(f"cannot split the training rows with validation: {{kind: {v.kind}, n_splits: {v.n_splits}}}: {exc}; "
+                        f"lower validation.n_splits in task.yaml" + (f" or choose another validation.group_column than {v.group_column!r}"
+                                                                      if v.kind == "group_kfold" else "")) from None
+    folds.to_csv(tmp / "folds.csv", index=False)
     (tmp / "task.json").write_text(build_task_json(spec).model_dump_json(indent=2))
     for p in [*tmp.rglob("*")]:
         _make_read_only(p)

@@ -37,6 +37,8 @@ class Metric:
         fn: ``fn(y_true, y_pred) -> float``; for classification metrics that need
             probabilities ``y_pred`` is an array of shape (n,) for binary tasks (probability of
             the positive class) or (n, k) for multi-class, with ``labels`` passed as keyword.
+        target_above: Regression targets must be greater than this (``rmsle``: -1, since it
+            takes ``log(1 + y)``); None for no bound. Checked when a task is loaded.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Metric:
     needs_proba: bool
     kind: str
     fn: Callable[..., float] = dataclasses.field(repr=False, compare=False)
+    target_above: float | None = None
 
     def score(self, y_true, y_pred, **kwargs) -> float:
         """Return the metric value as a Python float.
@@ -142,9 +145,9 @@ _REGISTRY: dict[str, Metric] = {
         Metric("f1_micro", True, False, "classification", _f1_average("micro")),
         Metric("f1_macro", True, False, "classification", _f1_average("macro")),
         Metric("mean_column_roc_auc", True, True, "classification", _mean_column_roc_auc),
-        Metric("mean_column_rmsle", False, False, "regression", _mean_column_rmsle),
+        Metric("mean_column_rmsle", False, False, "regression", _mean_column_rmsle, target_above=-1.0),
         Metric("rmse", False, False, "regression", _rmse),
-        Metric("rmsle", False, False, "regression", _rmsle),
+        Metric("rmsle", False, False, "regression", _rmsle, target_above=-1.0),
         Metric("mae", False, False, "regression", _mae),
     )
 }

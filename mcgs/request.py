@@ -462,6 +462,12 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
                     "use a regression metric (rmse, rmsle, mae) or name a categorical target",
                 ))
             req.task_kind = "binary" if n_unique == 2 and len(req.target) == 1 else "multiclass" if len(req.target) == 1 else "multilabel"
+            if req.task_kind == "multiclass" and metric.needs_proba and sample_cols and req.target[0] in sample_cols:
+                problems.append(RequestProblem(
+                    "metric", f"{req.metric} scores class probabilities, but sample_submission.csv has a single column "
+                              f"{req.target[0]!r} for its {n_unique} classes (a label per row)",
+                    "use a label metric (accuracy, f1_macro), or a sample submission with one probability column per class",
+                ))
             if req.task_kind == "multilabel" and not metric.needs_proba:
                 problems.append(RequestProblem(
                     "metric", f"{len(req.target)} label columns (multi-label) need a probability metric, not {req.metric}",

@@ -821,8 +821,9 @@ class _Runner:
     def _tmpfs_bytes(self) -> int:
         """Bytes used in the namespace sandbox's private ``/tmp`` and ``/dev/shm`` (tmpfs, so
         memory), read through ``/proc/PID/root`` of a process inside it; 0 outside it."""
-        if self.limits.isolation != ISOLATION_NAMESPACES:
+        if self.limits.isolation != ISOLATION_NAMESPACES or self.limits.memory_mb is None:
             return 0
+        size = int(self.limits.memory_mb) * 2**20  # each was mounted with this size (bwrap --size)
         pids = ([self._tmpfs_pid] if self._tmpfs_pid else []) + [p.pid for p in self.tracked.values()]
         for pid in pids:
             if _mount_namespace(pid) in (None, self._own_mnt_ns):
@@ -831,6 +832,8 @@ class _Runner:
                 used = 0
                 for mount in ("tmp", "dev/shm"):
                     st = os.statvfs(f"/proc/{pid}/root/{mount}")
+                    if abs(st.f_blocks * st.f_frsize - size) > 2**20:  # not (yet) the sandbox's tmpfs
+                        raise OSError("not the sandbox's tmpfs")
                     used += (st.f_blocks - st.f_bfree) * st.f_frsize
             except OSError:
                 continue

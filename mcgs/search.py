@@ -396,6 +396,8 @@ class Search:
 
         for warning in self._oversubscription():  # said once: the CLI prints say(), a library caller logs it
             (logger.warning if self.say == logger.info else self.say)(f"warning: {warning}")
+        for note in self.task.notes:  # what the task loader inferred (a target, say)
+            self.say(f"note: {note}")
         train_only = list(self.profile.get("train_only_columns", ()))
         if train_only:
             shown = ", ".join(repr(c) for c in train_only[:8]) + (f" and {len(train_only) - 8} more" if len(train_only) > 8 else "")

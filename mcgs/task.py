@@ -57,6 +57,9 @@ class ValidationScheme(BaseModel):
         n_splits: Number of folds, >= 2. Default 5, as in most Kaggle solutions.
         group_column: Required for ``group_kfold``.
         time_column: Required for ``time_split``.
+        time_format: How ``time_column`` is written, as a ``strftime`` format (``%d/%m/%Y``), or
+            ``mixed`` to parse each value on its own; None: inferred from the first value (a
+            column whose values do not all follow it is refused at load, naming examples).
         seed: Shuffle seed for the k-fold schemes; fixed per task so every candidate and
             every run sees the same folds.
     """
@@ -67,6 +70,7 @@ class ValidationScheme(BaseModel):
     n_splits: int = Field(5, ge=2, le=50)
     group_column: str | None = None
     time_column: str | None = None
+    time_format: str | None = None
     seed: int = 42
 
 
@@ -138,6 +142,9 @@ class TaskSpec(BaseModel):
         validation: The fold scheme.
         constraints: Deployment constraints from the request.
         n_train, n_test: Row counts.
+        notes: What the loader inferred that a user should know (said when a run starts), e.g.
+            a target column taken from the training file because the sample submission holds
+            one probability column per class.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -163,6 +170,7 @@ class TaskSpec(BaseModel):
     constraints: TaskConstraints = TaskConstraints()
     n_train: int
     n_test: int
+    notes: list[str] = []
 
     @property
     def train_path(self) -> Path:
@@ -221,6 +229,49 @@ def read_table(path: str | Path):
     raise ValueError(f"cannot read {path}: only .csv and .json tables are supported")
 
 
+def parse_times(values, time_format: str | None = None):
+    """The time column of a ``time_split`` as datetimes (a pandas Series; unparseable values
+    NaT). Numbers are kept in their own order (read as nanoseconds).
+
+    Args:
+        values: The column, shape (n,).
+        time_format: ``validation.time_format`` (a ``strftime`` format or ``mixed``), or None to
+            infer the format from the first value, as pandas does.
+    """
+    import warnings
+
+    import pandas as pd
+
+    with warnings.catch_warnings():  # pandas warns when it falls back to parsing value by value
+        warnings.simplefilter("ignore")
+        return pd.to_datetime(pd.Series(values), errors="coerce", format=time_format)
+
+
+def _check_time_column(train, val: "ValidationScheme", where: str, train_file: str) -> None:
+    """Every value of a ``time_split``'s time column must parse with one format (silently
+    dropped values would put folds out of time order).
+
+    Raises:
+        TaskError: naming the column, how many values do not parse, examples and the fix.
+    """
+    import pandas as pd
+
+    col = train[val.time_column]
+    if pd.api.types.is_numeric_dtype(col) and val.time_format is None:
+        return
+    parsed = parse_times(col, val.time_format)
+    bad = col.notna().to_numpy() & parsed.isna().to_numpy()
+    if bad.any():
+        examples = ", ".join(repr(str(v)) for v in col[bad].astype(str).unique()[:3])
+        good = col[~bad & col.notna().to_numpy()].astype(str).head(1).tolist()
+        how = f"the format of its first values (such as {good[0]!r})" if val.time_format is None and good else f"time_format {val.time_format!r}"
+        raise TaskError(
+            f"{where}: validation.time_column {val.time_column!r} of {train_file} has {int(bad.sum())} value(s) that do not "
+            f"parse with {how} ({examples}), so folds would not follow time order; write every date the same way, or set "
+            f"validation.time_format in task.yaml (a strftime format such as '%d/%m/%Y', or 'mixed' to read each value on its own)"
+        )
+
+
 def _read_table(path: Path, what: str):
     if path.is_dir():
         raise TaskError(f"{what} file {path} is a folder, not a table; put the {what} table there as a CSV file")
@@ -247,15 +298,30 @@ def _read_table(path: Path, what: str):
     return df
 
 
-def _check_ids(test, sample, id_column: str, where: str) -> None:
-    """The test ids must be present, unique and the same set as the sample submission's."""
-    ids = test[id_column]
-    if ids.isna().any():
-        raise TaskError(f"{where}: id column {id_column!r} of the test file has {int(ids.isna().sum())} missing values; every test row needs an id")
+def _text_ids(path: Path, id_column: str, frame):
+    """The id column as written in the file (``00301`` stays ``00301``): re-read as text from a
+    CSV; a JSON table's values as they are."""
+    import pandas as pd
+
+    if path.suffix.lower() == ".csv":
+        return pd.read_csv(path, usecols=[id_column], dtype=str, keep_default_na=False)[id_column]
+    return frame[id_column]
+
+
+def _check_ids(ids, sample_ids, id_column: str, where: str) -> None:
+    """The test ids must be present, unique and the same set as the sample submission's, both
+    compared as written (:func:`_text_ids`: ``00301`` and ``301`` differ).
+
+    Args:
+        ids, sample_ids: The id column of the test file and of the sample submission.
+    """
+    missing = ids.isna() | (ids.astype(str).str.strip() == "")
+    if missing.any():
+        raise TaskError(f"{where}: id column {id_column!r} of the test file has {int(missing.sum())} missing values; every test row needs an id")
     if not ids.is_unique:
         dup = ids[ids.duplicated()].astype(str).unique()[:3]
         raise TaskError(f"{where}: id column {id_column!r} of the test file repeats ids ({', '.join(dup)} ...); ids must be unique")
-    test_ids, sample_ids = set(ids.astype(str)), set(sample[id_column].astype(str))
+    test_ids, sample_ids = set(ids.astype(str)), set(sample_ids.astype(str))
     if test_ids != sample_ids:
         only_sample = sorted(sample_ids - test_ids)[:3]
         only_test = sorted(test_ids - sample_ids)[:3]
@@ -266,8 +332,20 @@ def _check_ids(test, sample, id_column: str, where: str) -> None:
 
 
 def _infer_columns(train, test, sample, target, id_column, no_id_column, where: str):
-    """Infer (target_columns, id_column) from the sample submission, checking consistency."""
+    """Infer (target_columns, id_column, echo_columns, notes) from the sample submission,
+    checking consistency; ``notes`` say what was inferred that a user should know."""
     sub_cols = list(sample.columns)
+    notes: list[str] = []
+    for c in sub_cols:  # `ID` in the sample, `id` in the test file: names are case-sensitive
+        if c in test.columns or c in train.columns:
+            continue
+        same = [t for t in dict.fromkeys([*test.columns, *train.columns]) if str(t).lower() == str(c).lower()]
+        if same:
+            raise TaskError(
+                f"{where}: column {c!r} of sample_submission.csv matches column {same[0]!r} of the "
+                f"{'test' if same[0] in test.columns else 'training'} file only when case is ignored; column names are "
+                f"case-sensitive: rename one of them so the two are spelled the same"
+            )
     inferred_id = None
     if not no_id_column:
         first = sub_cols[0]
@@ -298,12 +376,23 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
         )
     if target is None:
         target = [c for c in rest if c in train.columns]
+        one_hot_inferred = False
+        if not target:
+            # one probability column per class (id,F,L,M,VF) and the labels in a training column
+            # the test file lacks (class): that column is the target, as a Kaggle user reads it
+            label_cols = [c for c in train.columns if c not in test.columns and c != id_column
+                          and {str(v) for v in train[c].dropna().unique()} == {str(r) for r in rest}]
+            if len(label_cols) == 1:
+                target, one_hot_inferred = label_cols, True
+                notes.append(f"target: {label_cols[0]!r} (the training column that the test file lacks, whose values "
+                             f"{', '.join(map(repr, rest[:5]))}{' ...' if len(rest) > 5 else ''} are the sample submission's "
+                             f"probability columns); set `target:` in task.yaml to choose another")
         if not target:
             raise TaskError(
                 f"{where}: cannot infer the target column: no column of sample_submission.csv "
                 f"other than the id ({rest}) is in the training file; add `target: COLUMN` to task.yaml"
             )
-        if len(target) != len(rest):
+        if len(target) != len(rest) and not one_hot_inferred:
             missing = [c for c in rest if c not in train.columns]
             raise TaskError(
                 f"{where}: sample_submission.csv columns {missing} are not in the training file; "
@@ -337,7 +426,7 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
                 f"{where}: column {c!r} of sample_submission.csv is neither the id, a target, nor a column of "
                 f"the test file; fix `target:` / `id_column:` in task.yaml"
             )
-    return list(target), id_column, echo
+    return list(target), id_column, echo, notes
 
 
 def _check_column_types(train, test, where: str, train_file: str, test_file: str) -> None:
@@ -360,6 +449,31 @@ def _check_column_types(train, test, where: str, train_file: str, test_file: str
                 f"{where}: column {c!r} holds numbers in {train_file} but {int(bad.sum())} value(s) that are not numbers in "
                 f"{test_file} ({', '.join(repr(v) for v in values)}; line(s) {', '.join(map(str, rows))}); fix those values, "
                 f"or leave them blank if they are missing"
+            )
+
+
+def _check_metric_domain(train, target: list[str], metric, where: str, train_file: str) -> None:
+    """Every target value must lie in the metric's domain (``rmsle``: above -1).
+
+    Raises:
+        TaskError: naming the column, how many values are outside, a few of them with their
+            lines, and the fix.
+    """
+    import pandas as pd
+
+    bound = metric.target_above
+    if bound is None or metric.kind != "regression":
+        return
+    for c in target:
+        y = pd.to_numeric(train[c], errors="coerce")
+        bad = y <= bound
+        if bad.any():
+            lines = [int(i) + 2 for i in bad[bad].index[:3]]  # counting the header line
+            values = ", ".join(f"{v:g}" for v in y[bad].head(3))
+            raise TaskError(
+                f"{where}: the metric {metric.name} takes log(1 + y), so every target value must be above {bound:g}, but "
+                f"column {c!r} of {train_file} has {int(bad.sum())} value(s) at or below it ({values}; line(s) "
+                f"{', '.join(map(str, lines))}); use a metric without that bound (rmse, mae), or fix those values"
             )
 
 
@@ -434,10 +548,12 @@ def _build_spec(
             f"{where}: sample_submission.csv has {len(sample)} rows but the test file has {len(test)}; "
             f"they must describe the same rows"
         )
-    target, id_column, echo = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
+    target, id_column, echo, notes = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
     if id_column is not None:
-        _check_ids(test, sample, id_column, where)
+        _check_ids(_text_ids(data_dir / cfg.test_file, id_column, test), _text_ids(data_dir / cfg.sample_submission_file, id_column, sample),
+                   id_column, where)
     kind, labels = _infer_kind(train, target, metric.kind, where)
+    _check_metric_domain(train, target, metric, where, cfg.train_file)
     _check_column_types(train, test, where, cfg.train_file, cfg.test_file)
     positive = None
     if kind == "binary":
@@ -445,10 +561,23 @@ def _build_spec(
         if positive not in labels:
             raise TaskError(f"{where}: positive_class {positive!r} is not one of the labels {labels}")
     one_hot = target[0] not in sample.columns  # one probability column per class
+    if one_hot and kind == "binary" and metric.needs_proba:
+        raise TaskError(
+            f"{where}: sample_submission.csv has one probability column per class of the two classes of {target[0]!r}; "
+            f"a binary task's submission holds one column, {target[0]!r}, with the probability of {positive!r}: write "
+            f"the sample submission that way"
+        )
     if one_hot and not (kind == "multiclass" and metric.needs_proba):
         raise TaskError(
             f"{where}: sample_submission.csv has one column per class of {target[0]!r}; that needs a multi-class "
             f"probability metric such as log_loss, not {metric.name}"
+        )
+    if not one_hot and kind == "multiclass" and metric.needs_proba:
+        raise TaskError(
+            f"{where}: sample_submission.csv has a single column {target[0]!r} for the {len(labels)} classes of "
+            f"{target[0]!r} (a label per row), but {metric.name} scores class probabilities; use a label metric "
+            f"(accuracy, f1_macro), or a sample submission with one probability column per class "
+            f"({', '.join(map(str, [id_column or 'id', *labels[:3]]))}{', ...' if len(labels) > 3 else ''})"
         )
     if kind == "multilabel" and not metric.needs_proba:
         raise TaskError(f"{where}: a multi-label task needs a probability metric such as mean_column_roc_auc, not {metric.name}")
@@ -466,6 +595,22 @@ def _build_spec(
         if val.kind == split and (not column or column not in train.columns):
             got = f" ({column!r} is not one)" if column else ""
             raise TaskError(f"{where}: validation.kind {split} needs validation.{key} naming a training column{got}; columns: {list(train.columns)}")
+    if val.kind == "stratified_kfold" and kind not in ("binary", "multiclass"):
+        raise TaskError(f"{where}: validation.kind stratified_kfold keeps each class's share in every fold, but this is a "
+                        f"{kind.replace('_', ' ')} task; use validation: {{kind: kfold}} (or leave kind out)")
+    if val.kind == "time_split":
+        _check_time_column(train, val, where, cfg.train_file)
+    if val.kind == "group_kfold":
+        groups = train[val.group_column].nunique(dropna=False)
+        if groups < val.n_splits:
+            raise TaskError(
+                f"{where}: validation.group_column {val.group_column!r} has {groups} distinct group(s), fewer than "
+                f"validation.n_splits={val.n_splits}: each fold needs a group of its own; set validation: "
+                f"{{n_splits: {max(2, groups)}}} in task.yaml" + (" or choose a column with more groups" if groups < 2 else "")
+            )
+    if len(train) < val.n_splits:
+        raise TaskError(f"{where}: the training file has {len(train)} rows, fewer than validation.n_splits={val.n_splits}; "
+                        f"set validation: {{n_splits: {max(2, len(train))}}} in task.yaml")
     if kind in ("binary", "multiclass") and val.kind == "stratified_kfold":
         counts = train[target[0]].value_counts()
         smallest = int(counts.min())
@@ -502,6 +647,7 @@ def _build_spec(
         constraints=cfg.constraints,
         n_train=len(train),
         n_test=len(test),
+        notes=notes,
     )
 
 
@@ -512,8 +658,10 @@ def _extra_files(data_dir: Path, cfg: _TaskYaml, where: str) -> list[str]:
         known = {cfg.train_file, cfg.test_file, cfg.sample_submission_file, "description.md"}
         return sorted(p.name for p in data_dir.iterdir() if p.name not in known and not p.name.startswith("."))
     for name in cfg.extra_files:
-        if not (data_dir / name).exists() or "/" in name.strip("/") or name.startswith("."):
-            raise TaskError(f"{where}: extra_files entry {name!r} is not a file or folder directly inside {data_dir}")
+        inside = not Path(name).is_absolute() and name.strip("/") not in ("", ".", "..") and "/" not in name.strip("/")
+        if not inside or name.startswith(".") or not (data_dir / name).exists():
+            raise TaskError(f"{where}: extra_files entry {name!r} is not a file or folder directly inside {data_dir}; "
+                            f"name it relative to the task folder (e.g. images/), and move it there if it lies elsewhere")
     return [n.strip("/") for n in cfg.extra_files]
 
 

@@ -61,6 +61,26 @@ ERRORS = [
     ("sample row count", lambda f: _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").iloc[:5]), None, {}, ["sample_submission.csv has 5 rows", "test file has 20"]),
     ("regression metric on labels", _yaml("metric: rmse\n"), None, {}, ["regression metric", "'label' is not numeric", "classification metric"]),
     ("rarest class below n_splits", lambda f: _csv(f, "train.csv", _rd(f, "train.csv").assign(label=["yes"] * 58 + ["no"] * 2)), None, {}, ["rarest class", "n_splits"]),
+    # issue 31: refused at load rather than failing in every program or on every resume
+    ("rmsle with a target at or below -1", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(label=[-3.0, -1.0] + [float(i) for i in range(58)])),
+                                                      _yaml("metric: rmsle\n")(f)), None, {},
+     ["rmsle", "above -1", "'label'", "2 value(s)", "-3, -1", "line(s) 2, 3", "rmse"]),
+    ("probability metric on one label column of many classes", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(label=["a", "b", "c"] * 20)),
+                                                                         _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").assign(label="a")),
+                                                                         _yaml("metric: roc_auc\n")(f)), None, {},
+     ["single column 'label' for the 3 classes", "roc_auc scores class probabilities", "accuracy", "one probability column per class (pid, a, b, c)"]),
+    ("time split over mixed date formats", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(day=[f"2021-03-{i % 28 + 1:02d}" if i % 3 else f"{i % 28 + 1:02d}/04/2021" for i in range(60)])),
+                                                      _yaml("metric: accuracy\nvalidation: {kind: time_split, time_column: day}\n")(f)), None, {},
+     ["validation.time_column 'day'", "51 value(s) that do not parse", "such as '01/04/2021'", "'2021-03-02'", "validation.time_format", "mixed"]),
+    ("extra file outside the task folder", _yaml("metric: accuracy\nextra_files: ['/etc']\n"), None, {}, ["extra_files entry '/etc'", "not a file or folder directly inside"]),
+    ("group k-fold with too few groups", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(team=["a", "b", "c"] * 20)),
+                                                    _yaml("metric: accuracy\nvalidation: {kind: group_kfold, group_column: team}\n")(f)), None, {},
+     ["validation.group_column 'team' has 3 distinct group(s)", "validation.n_splits=5", "n_splits: 3"]),
+    ("stratified folds on a regression target", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(label=[float(i) for i in range(60)])),
+                                                           _yaml("metric: rmse\nvalidation: {kind: stratified_kfold}\n")(f)), None, {},
+     ["validation.kind stratified_kfold", "regression task", "kind: kfold"]),
+    ("sample id column spelled in another case", lambda f: _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").rename(columns={"pid": "PID"})), None, {},
+     ["column 'PID' of sample_submission.csv matches column 'pid'", "case-sensitive"]),
     ("zero budget", lambda f: None, ["--time-budget", "0"], {}, ["--time-budget", "must be positive"]),
     ("negative budget", lambda f: None, ["--time-budget", "-5m"], {}, ["--time-budget", "must be positive"]),
     ("budget in words", lambda f: None, ["--time-budget", "ten minutes"], {}, ["--time-budget", "ten minutes"]),
@@ -162,6 +182,13 @@ HANDLED = [
     ("unicode column names", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").rename(columns={"x": "größe ✓"})), _csv(f, "test.csv", _rd(f, "test.csv").rename(columns={"x": "größe ✓"})))),
     ("duplicate column names", lambda f: (f / "train.csv").write_text("pid,x,x,cat,label\n" + "\n".join(f"{i:04d}_01,{i % 7},{i},a,{'yes' if i % 2 else 'no'}" for i in range(60)))),
     ("constant feature", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(k=1)), _csv(f, "test.csv", _rd(f, "test.csv").assign(k=1)))),
+    # issue 31: ids that look like numbers keep their leading zeros from the files to the submission
+    ("ids with leading zeros", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").assign(pid=[f"{i:05d}" for i in range(60)])),
+                                          _csv(f, "test.csv", _rd(f, "test.csv").assign(pid=[f"{i:05d}" for i in range(100, 120)])),
+                                          _csv(f, "sample_submission.csv", _rd(f, "sample_submission.csv").assign(pid=[f"{i:05d}" for i in range(100, 120)])))),
+    # issue 31: feature names with JSON special characters (LightGBM refuses them as they are)
+    ("column names with brackets and quotes", lambda f: (_csv(f, "train.csv", _rd(f, "train.csv").rename(columns={"x": 'radius[mm]', "cat": 'kind:"a",{b}'})),
+                                                          _csv(f, "test.csv", _rd(f, "test.csv").rename(columns={"x": 'radius[mm]', "cat": 'kind:"a",{b}'})))),
 ]
 
 
@@ -212,3 +239,22 @@ def test_an_error_prints_brackets_and_whole_paths_on_a_narrow_terminal(tmp_path)
     assert res.exit_code == 2, res.output
     assert "'[label]'" in res.output and "not in the training file" in res.output, res.output
     assert str(folder / "train.csv") in res.output or str(folder) in res.output, res.output  # on one line, unbroken
+
+
+def test_the_target_of_a_probability_submission_is_inferred_and_said(tmp_path):
+    """An MLE-bench-style folder: the sample submission holds one probability column per class
+    (pid,F,L,M,VF), the training table the labels (label). The training column the test file lacks,
+    whose values are those columns, is the target; the run says so in its first lines (issue 31)."""
+    folder = write_task(tmp_path / "task", task={"metric": "log_loss"})
+    _csv(folder, "train.csv", _rd(folder, "train.csv").assign(label=["F", "L", "M", "VF"] * 15))
+    sample = _rd(folder, "sample_submission.csv")[["pid"]].assign(F=0.25, L=0.25, M=0.25, VF=0.25)
+    _csv(folder, "sample_submission.csv", sample)
+    res = CliRunner().invoke(app, ["run", str(folder), "--out", str(tmp_path / "run"), *RUN])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0, text
+    assert "note: target: 'label' (the training column that the test file lacks" in text and "set `target:`" in text
+    from mcgs.search import open_search
+
+    search = open_search(tmp_path / "run")
+    assert search.task.target_columns == ["label"] and search.task.submission_columns == ["pid", "F", "L", "M", "VF"]
+    assert any(n.is_valid for n in search.nodes())

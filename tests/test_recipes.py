@@ -63,6 +63,29 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
             _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, tmp_path / entry.id / "ws", entry.id)
 
 
+def test_every_model_recipe_takes_column_names_with_json_characters(tmp_path):
+    """LightGBM refuses feature names with JSON characters ([ ] " : , { }); columns named like
+    that (radius[mm]) made every LightGBM draft fail (issue 31): each family must run on them."""
+    folder = tmp_path / "task"
+    make_task(folder, "binary")
+    names = {"amount_a": "radius[mm]", "kind": 'kind:"x",{y}', "level": "level (years)", "amount_b": "radius(mm)"}
+    for f in ("train.csv", "test.csv"):
+        pd.read_csv(folder / f).rename(columns=names).to_csv(folder / f, index=False)
+    spec = load_task(folder)
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    for entry in retrieve(prof, recipe_kind="model"):
+        config = coder.default_config(entry.id, prof)
+        config["features"] = {f: True for f in FEATURE_ORDER}
+        for p in COST_PARAMS:
+            if p in config["params"]:
+                config["params"][p] = 40
+        if entry.id == "model.random_forest":
+            config["params"]["n_estimators"] = 30
+        ev, _, _ = run_recipe(spec, config, tmp_path / entry.id)
+        assert np.isfinite(ev.score), entry.id
+
+
 def _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, ws, model_id):
     """Predict mode (contract 1.1) on three test rows, one of them with a category and a
     compound string no training or test row has: the known rows get exactly the predictions
