@@ -181,6 +181,9 @@ def _drive(search) -> None:
     """Run a search with a live progress line; print the summary at the end."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from mcgs.search import RunError
+    from mcgs.storage import StorageError
+
     budget = search.clock.budget_s
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -227,6 +230,10 @@ def _drive(search) -> None:
         ticker.start()
         try:
             search.run()
+        except (RunError, StorageError) as exc:  # another engine took the run between the check and
+            stop.set()  # the start; a storage that cannot be written (a full disk a pause cannot fix)
+            progress.stop()
+            _fail(str(exc) + (f"; then: mcgs resume {search.run_dir}" if isinstance(exc, StorageError) else ""))
         except KeyboardInterrupt:
             stop.set()
             progress.stop()
@@ -502,11 +509,16 @@ def resume(
     _sigterm_as_interrupt()
     with _user_errors():
         from mcgs.engine_lock import EngineBusy, engine_holder
-        from mcgs.search import open_search
+        from mcgs.search import open_search, wait_for_free_space
 
         holder = engine_holder(run_dir)  # checked again, race-free, when the search starts
         if holder is not None:
             raise _UserError(str(EngineBusy(run_dir, holder)))
+        if storage is None and run_dir.is_dir():
+            try:
+                wait_for_free_space(run_dir, _say)
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
         search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None, storage=storage)
         if search.clock.remaining < 5:
             raise _UserError(
@@ -584,7 +596,7 @@ def status(
         from mcgs.search import open_search
         from mcgs.status_view import engine_gone, status_view
 
-        search = open_search(run_dir, storage=storage)
+        search = open_search(run_dir, storage=storage, read_only=True)
 
     def resume_hint() -> None:  # the command on a line of its own, never wrapped, so it pastes
         if engine_gone(search.run_dir, search.storage.get_run(search.run_record.name)):
@@ -656,7 +668,7 @@ def report(
         from mcgs.report import write_report
         from mcgs.search import open_search
 
-        search = open_search(run_dir, storage=storage)
+        search = open_search(run_dir, storage=storage, read_only=True)
         path = write_report(search, output)
     out.print(f"report written to {path} ({path.stat().st_size / 2**20:.1f} MiB; opens without a network)")
 
@@ -676,7 +688,7 @@ def export(
         from mcgs.export import ExportError, export_node
         from mcgs.search import open_search
 
-        search = open_search(run_dir, storage=storage)
+        search = open_search(run_dir, storage=storage, read_only=True)
         try:
             result = export_node(search, out_dir, node_seq=node)
         except ExportError as exc:
@@ -709,7 +721,7 @@ def set_live(
             parsed = getattr(SearchSettings(**{name: value}), name)
         except ValidationError as exc:
             raise _UserError(f"{name}={value!r}: {exc.errors()[0]['msg']}") from None
-        open_search(run_dir).storage.close()  # a run is there and its storage opens
+        open_search(run_dir, read_only=True).storage.close()  # a run is there and its storage opens
         path = run_dir / OVERRIDES_NAME
         try:
             data = json.loads(path.read_text()) if path.is_file() else {}

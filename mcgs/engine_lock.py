@@ -28,6 +28,8 @@ from typing import IO
 __all__ = ["LOCK_NAME", "EngineBusy", "acquire", "engine_holder", "has_lock_file"]
 
 LOCK_NAME = "engine.lock"
+#: Seconds an engine waits for the lock before it is refused: longer than any reader's check.
+CHECK_WAIT_S = 1.0
 
 
 class EngineBusy(RuntimeError):
@@ -68,13 +70,23 @@ def acquire(run_dir: Path) -> IO[str]:
         EngineBusy: another live process holds it.
         OSError: the folder cannot be written.
     """
+    import time
+
     fh = open(Path(run_dir) / LOCK_NAME, "a+", encoding="utf-8")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _read(fh)
-        fh.close()
-        raise EngineBusy(Path(run_dir), holder) from None
+    deadline = time.monotonic() + CHECK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            # a reader's check (engine_holder: `mcgs status`, a second resume) holds the lock
+            # shared for an instant; an engine holds it for as long as it lives
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            holder = _read(fh)
+            fh.close()
+            raise EngineBusy(Path(run_dir), holder) from None
     fh.seek(0)
     fh.truncate()
     fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),

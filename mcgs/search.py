@@ -104,25 +104,59 @@ def _safe_url(url: str) -> str:
         return url
 
 
-def _open_storage(url: str) -> Storage:
+LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
+DISK_POLL_S = 2.0
+# A run paused because a write found the disk full goes on once this many MiB (or the floor
+# min_free_disk_mb, if lower) are free; the floor check before the next candidate then applies.
+FULL_DISK_RESUME_MB = 64.0
+FULL_DISK_MIN_MB = 16.0  # ... and never on less than this, whatever the floor
+# Below this many seconds of remaining budget no new candidate is started.
+MIN_CANDIDATE_S = 5.0
+_PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
+
+
+def free_space_mb(folder: str | Path) -> float:
+    """Free space on the disk holding ``folder`` (or its nearest existing parent), MiB."""
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free / 2**20
+
+
+def wait_for_free_space(folder: str | Path, say: Callable[[str], None], poll_s: float = DISK_POLL_S) -> None:
+    """Block while the disk holding ``folder`` is full (less than ``FULL_DISK_MIN_MB`` free),
+    saying so once: what ``mcgs resume`` does before it opens a run on a full disk (SQLite
+    cannot even open its write-ahead log there). Ctrl-C ends the wait (KeyboardInterrupt)."""
+    free = free_space_mb(folder)
+    if free >= FULL_DISK_MIN_MB:
+        return
+    say(f"paused: the disk holding {folder} is full ({free:.0f} MB free), so the run cannot be opened for writing; free some "
+        f"space and it goes on by itself once {FULL_DISK_MIN_MB:.0f} MB are free (Ctrl-C to stop)")
+    while free_space_mb(folder) < FULL_DISK_MIN_MB:
+        time.sleep(poll_s)
+    say(f"{free_space_mb(folder):.0f} MB free on the disk holding {folder}: going on")
+
+
+def _open_storage(url: str, read_only: bool = False) -> Storage:
     from mcgs.storage import StorageError
 
     try:
-        return Storage(url)
+        return Storage(url, read_only=read_only)
     except StorageError:
         raise
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server
+        if url.startswith("sqlite") and not read_only:
+            from mcgs.storage import _sqlite_path
+
+            where = _sqlite_path(url)
+            if free_space_mb(Path(where).parent) < FULL_DISK_MIN_MB:
+                raise RunError(f"the disk holding {where} is full ({free_space_mb(Path(where).parent):.0f} MB free), so its storage "
+                               f"cannot be opened for writing; free some space and run the command again") from exc
         hint = (" (a damaged or foreign file: restore it from a copy, or start a new run with another --out)"
                 if url.startswith("sqlite") and "DatabaseError" in f"{type(exc).__name__} {exc}" else "")
         if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):  # not a URL SQLAlchemy knows
             hint = "; give a SQLAlchemy URL such as sqlite:///RUN_DIR/mcgs.db or postgresql+psycopg://USER@HOST/DB"
         raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}") from exc
-LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
-DISK_POLL_S = 2.0
-# Below this many seconds of remaining budget no new candidate is started.
-MIN_CANDIDATE_S = 5.0
-_PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
-
 Callback = Callable[["Search", FrozenNode], None]
 
 
@@ -201,6 +235,9 @@ class Search:
             function is taken as a list of one). An exception a callback raises stops the run
             like Ctrl-C would (status ``stopped``, every finished node kept; ``run`` again
             resumes it) and propagates to the caller of :meth:`run`.
+        read_only: Only read the run (status, report, export): nothing is written to its folder
+            or storage, no trial sandbox runs, and the task's own data folder is not needed
+            (labels come from the run's ``input/`` copy).
     """
 
     def __init__(
@@ -212,6 +249,7 @@ class Search:
         settings: SearchSettings,
         coder: Coder,
         callbacks: Sequence[Callback] = (),
+        read_only: bool = False,
     ):
         self.run_dir = run_dir
         self.storage = storage
@@ -219,10 +257,16 @@ class Search:
         self.task = task
         self.settings = settings
         self.coder = coder
+        self.read_only = read_only
         self.callbacks = [callbacks] if callable(callbacks) else list(callbacks)
-        self.input_dir = prepare_run_input(task, run_dir)
+        if read_only:
+            self.input_dir = run_dir / "input"
+            if not (self.input_dir / "task.json").is_file():
+                raise RunError(f"{self.input_dir} is missing or incomplete: the run's copy of its task is gone; restore it from a copy of the run")
+        else:
+            self.input_dir = prepare_run_input(task, run_dir)
         self.profile = self._load_profile()
-        self.labels = TaskLabels.load(task, self.input_dir / "folds.csv")
+        self._labels: TaskLabels | None = None
         self._rng = random.Random(f"mcgs-{settings.seed}-{run.id}")
         self.clock = _Clock(settings.time_budget_s, run.elapsed_s)
         self.stop_reason: str | None = None
@@ -238,14 +282,41 @@ class Search:
         self.is_worker = False  # True while :meth:`work` runs: no run-level writes (status, export)
         self._view = None  # storage.RunView of this run (nodes()), created on first use
         self._graph_local = threading.local()  # each thread's graph and how far it is up to date (graph())
-        from mcgs.sandbox import resolve_isolation
-
-        try:  # a resumed run keeps the level it recorded
-            self.isolation = resolve_isolation(settings.isolation)
-        except ValueError as exc:
-            raise RunError(str(exc)) from exc
+        self._full_lock = threading.Lock()  # one pause at a time for a full disk (_wait_for_space)
+        self._full_retries = 0  # writes that failed for a full disk while it had room (_wait_for_space)
+        self._isolation: str | None = None
+        if read_only:  # resolved when node code first runs (export's measurements)
+            return
+        self.isolation  # noqa: B018 - fail at once when the run's isolation is not available here
+        storage.on_full = self._wait_for_space
         if hasattr(coder, "attach"):  # the LLM coder writes its calls to this run's ledger
             coder.attach(storage, run.id, lambda: self.clock.remaining)
+
+    @property
+    def isolation(self) -> str:
+        """The isolation candidates run with: the run's stored level, checked to work here
+        (:func:`mcgs.sandbox.resolve_isolation`).
+
+        Raises:
+            RunError: it needs bubblewrap, which is missing or cannot create namespaces here.
+        """
+        if self._isolation is None:
+            from mcgs.sandbox import resolve_isolation
+
+            try:  # a resumed run keeps the level it recorded
+                self._isolation = resolve_isolation(self.settings.isolation)
+            except ValueError as exc:
+                raise RunError(str(exc)) from exc
+        return self._isolation
+
+    @property
+    def labels(self) -> TaskLabels:
+        """The labels, folds and sample submission the engine scores with, read once from the
+        run's ``input/`` copy of the task (what every candidate reads)."""
+        if self._labels is None:
+            inp = self.task.model_copy(update={"data_dir": self.input_dir})
+            self._labels = TaskLabels.load(inp, self.input_dir / "folds.csv")
+        return self._labels
 
     @property
     def stop_requested(self) -> bool:
@@ -406,6 +477,9 @@ class Search:
         if orphans:
             logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
         self._requeue_lost()
+        again = self._retry_interrupted()
+        if again:
+            self.say(f"{len(again)} node(s) interrupted earlier are queued again (the same program, no new coder call)")
         self.storage.update_run(self.run_id, status="running")
         logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
         if self.clock.remaining < MIN_CANDIDATE_S:
@@ -418,8 +492,13 @@ class Search:
                 self.storage.update_run(self.run_id, status="ensembling")  # `mcgs worker`s start no new node
                 self.build_ensemble()
         except BaseException:
-            self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
-            self._save_progress(status="stopped")
+            from mcgs.storage import StorageError
+
+            try:
+                self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
+                self._save_progress(status="stopped")
+            except StorageError as exc:  # a full disk, say: the lock's release tells status the engine is gone
+                logger.warning("could not record the stop: %s", exc)
             raise
         final = self.final_node
         if final is not None:
@@ -507,6 +586,32 @@ class Search:
             raise
         return done
 
+    def _retry_interrupted(self) -> list[FrozenNode]:
+        """Queue a copy of every INTERRUPTED node not tried again yet: a node cut short by a stop
+        or by the end of the budget carries no verdict, so a resumed run runs the same program
+        (same parent, operator, plan, code and edges; ``config.retry_of`` names the node) instead
+        of writing a new one, and the expansion is not lost (a Ctrl-C during the first LightGBM
+        draft used to drop that family for the rest of the run). The interrupted node stays as
+        it was: finished history is immutable. Nodes lost by ``max_attempts`` workers in a row
+        are not tried again.
+
+        Returns:
+            The queued copies.
+        """
+        nodes = self.nodes()
+        retried = {n.config.get("retry_of") for n in nodes if n.config.get("retry_of") is not None}
+        todo = [n for n in nodes if n.state is NodeState.INTERRUPTED and n.seq not in retried and n.attempts < self.settings.max_attempts]
+        if not todo:
+            return []
+        extra: dict[int, list] = {}
+        for e in self.storage.get_edges(self.run_id):
+            if e.kind is not EdgeKind.DERIVES:
+                extra.setdefault(e.dst, []).append((e.src, e.kind, e.data))
+        return [self.storage.add_node(self.run_id, parent_id=n.parent_id, operator=n.operator, plan=n.plan, code=n.code,
+                                      config={**n.config, "retry_of": n.seq}, knowledge_ids=n.knowledge_ids,
+                                      extra_edges=extra.get(n.id, ()), review=n.review)
+                for n in todo]
+
     def _requeue_lost(self) -> None:
         requeued, lost = self.storage.requeue_lost(self.run_id, self.settings.max_attempts)
         if requeued:
@@ -528,8 +633,8 @@ class Search:
                     self.storage.renew_leases(self.owner, self.settings.lease_s)
                     if clock:
                         self.storage.update_run(self.run_id, elapsed_s=self.clock.elapsed)
-                except Exception as exc:  # a missed beat is retried; the lease covers two more
-                    logger.warning("heartbeat failed: %s", exc)
+                except BaseException as exc:  # a missed beat is retried; the lease covers two more
+                    logger.warning("heartbeat failed: %s", exc or type(exc).__name__)
 
         thread = threading.Thread(target=beat, name="mcgs-heartbeat", daemon=True)
         thread.start()
@@ -608,6 +713,60 @@ class Search:
             self.clock.paused_s += time.monotonic() - t0
             if stopped:
                 raise KeyboardInterrupt("stop requested")
+
+    def _wait_for_space(self, full) -> None:
+        """What the storage calls when a write finds the disk full (``Storage.on_full``), and the
+        engine when a file it writes does: pause (not charged to the budget) until
+        ``min(min_free_disk_mb, FULL_DISK_RESUME_MB)`` (at least ``FULL_DISK_MIN_MB``) are free, saying which path is full, then
+        return so the write is tried again. Called from any thread; one pause at a time.
+
+        Raises:
+            KeyboardInterrupt: the run is being stopped (Ctrl-C) while it waits.
+            StorageFull: the write failed again although the disk has that much free (a quota,
+                or a storage limit other than the disk): waiting would not help.
+        """
+        with self._full_lock:
+            folder = Path(full.path).parent if self.storage.is_sqlite or Path(full.path).is_absolute() else self.run_dir
+            if not folder.is_dir():
+                folder = self.run_dir
+            need = max(FULL_DISK_MIN_MB, min(float(self.live_setting("min_free_disk_mb")), FULL_DISK_RESUME_MB))
+            paused = False
+            while True:
+                if self._stop.is_set():
+                    raise KeyboardInterrupt("stop requested")
+                free = shutil.disk_usage(folder).free / 2**20
+                if free >= need:
+                    if paused:
+                        self._full_retries = 0
+                        self.say(f"{free:.0f} MB free on the disk holding {full.path}: the run continues")
+                        return
+                    self._full_retries += 1
+                    if self._full_retries > 3:  # not the disk: waiting will not help
+                        self._full_retries = 0
+                        raise full
+                    return
+                if not paused:
+                    paused = True
+                    self.say(f"paused: the disk holding {full.path} is full ({free:.0f} MB free), so the engine cannot write "
+                             f"there; free some space and the run continues by itself once {need:.0f} MB are free (nothing is "
+                             f"lost; Ctrl-C stops it, and `mcgs resume {self.run_dir}` goes on later)")
+                t0 = time.monotonic()
+                self._stop.wait(DISK_POLL_S)
+                self.clock.paused_s += time.monotonic() - t0
+
+    def _with_space(self, write: Callable[[], Any], where: Path) -> Any:
+        """``write()``, paused and tried again while it fails for a full disk (:meth:`_wait_for_space`)."""
+        import errno
+
+        from mcgs.storage import StorageFull
+
+        while True:
+            try:
+                return write()
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC or self.read_only:
+                    raise
+                self._wait_for_space(StorageFull(str(where), exc.strerror or "no space left on device"))
 
     def _budget_exhausted(self, in_flight: int = 0) -> str | None:
         """Why no new candidate may start (``in_flight`` candidates count against the node
@@ -868,7 +1027,7 @@ class Search:
 
     def _execute(self, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
         """Run a stored node's program in its workspace, evaluate it, and persist the verdict."""
-        ws = prepare_workspace(self.input_dir, self.node_dir(node), node.code)
+        ws = self._with_space(lambda: prepare_workspace(self.input_dir, self.node_dir(node), node.code), self.node_dir(node))
         if node.operator is Operator.ENSEMBLE:
             try:
                 self._copy_members(node, ws)
@@ -1163,6 +1322,9 @@ class Search:
         node = node or self.best_node
         if node is None:
             return None
+        return self._with_space(lambda: self._write_best(node), self.run_dir / "best")
+
+    def _write_best(self, node: FrozenNode) -> Path:
         ws = self.node_dir(node)
         best = self.run_dir / "best"
         best.mkdir(exist_ok=True)
@@ -1192,6 +1354,8 @@ class Search:
         path = self.run_dir / "profile.json"
         if path.is_file():
             return json.loads(path.read_text())
+        if self.read_only:
+            return profile_task(self.task.model_copy(update={"data_dir": self.input_dir}))
         prof = profile_task(self.task)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may open a new run at once
         tmp.write_text(json.dumps(prof, indent=2))
@@ -1317,6 +1481,7 @@ def open_search(
     time_budget_s: float | None = None,
     storage: str | None = None,
     name: str | None = None,
+    read_only: bool = False,
 ) -> Search:
     """Open an existing run to resume it, to inspect it, or to work on it (:meth:`Search.work`).
 
@@ -1326,9 +1491,12 @@ def open_search(
         storage: Storage URL; default ``RUN_DIR/storage.json`` when the run was created with
             another storage, else ``sqlite:///RUN_DIR/mcgs.db``.
         name: The run's name in that storage; default the only run there.
+        read_only: Only to read it (``mcgs status``, ``report``, ``export``): the storage is
+            opened read-only and nothing is written (:class:`Search`'s ``read_only``), so an
+            archived run on a read-only mount opens; the task's data folder is not checked.
 
     Raises:
-        RunError: no run there, or its task data changed since the run started.
+        RunError: no run there, or (unless read-only) its task data changed since the run started.
     """
     run_dir = Path(run_dir)
     pointer = run_dir / STORAGE_NAME
@@ -1348,7 +1516,7 @@ def open_search(
             raise RunError(f"{db} is empty (0 bytes): the run's storage was truncated or lost; restore it from a copy, "
                            f"or start a new run with another --out")
         storage = default_storage_url(run_dir)
-    store = _open_storage(storage)
+    store = _open_storage(storage, read_only=read_only)
     runs = store.list_runs()
     if not runs:
         store.close()
@@ -1367,14 +1535,15 @@ def open_search(
             raise RunError(f"{_safe_url(storage)} has no run named {name!r} (runs: {', '.join(r.name for r in runs)})")
         run = matches[0]
     spec = TaskSpec.from_json(run.task_json)
-    if not spec.data_dir.is_dir():
-        raise RunError(f"the task data folder {spec.data_dir} of this run no longer exists; restore it to resume")
-    try:
-        fp = data_fingerprint(spec)
-    except (OSError, TaskError) as exc:
-        raise RunError(f"cannot read the task data of this run: {exc}") from exc
-    if fp != run.data_fingerprint:
-        raise RunError(f"the task data in {spec.data_dir} changed since the run started (fingerprint differs); start a new run")
+    if not read_only:
+        if not spec.data_dir.is_dir():
+            raise RunError(f"the task data folder {spec.data_dir} of this run no longer exists; restore it to resume")
+        try:
+            fp = data_fingerprint(spec)
+        except (OSError, TaskError) as exc:
+            raise RunError(f"cannot read the task data of this run: {exc}") from exc
+        if fp != run.data_fingerprint:
+            raise RunError(f"the task data in {spec.data_dir} changed since the run started (fingerprint differs); start a new run")
     from mcgs.metrics import UnknownMetricError, get_metric
 
     try:  # before any candidate runs: a custom metric is registered per process
@@ -1393,4 +1562,8 @@ def open_search(
     except Exception:
         store.close()
         raise
-    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
+    if read_only:  # nothing will be written: no coder that could call an API
+        from mcgs.coders.recipe import RecipeCoder
+
+        coder = coder or RecipeCoder(seed=settings.seed)
+    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks, read_only=read_only)

@@ -82,7 +82,7 @@ def make_task(folder, kind: str, n: int = 240, metric: str | None = None):
     train.to_csv(folder / "train.csv", index=False)
     test.to_csv(folder / "test.csv", index=False)
     sample = pd.DataFrame({"key": test["key"]})
-    if kind == "multiclass" and metric == "log_loss":
+    if kind == "multiclass" and metric in ("log_loss", "roc_auc"):  # probabilities: one column per class
         for c in ("high", "low", "mid"):
             sample[c] = 1 / 3
     else:

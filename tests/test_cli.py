@@ -161,7 +161,7 @@ def test_watch_shows_the_end_of_a_run_that_ends_while_it_draws(tmp_path, monkeyp
     def draw_then_finish(s):
         view = real(s)
         if not lock.closed:  # the engine stores "finished" and exits meanwhile
-            s.storage.update_run(s.run_id, status="finished")
+            search.storage.update_run(search.run_id, status="finished")
             lock.close()
         return view
 
@@ -170,6 +170,42 @@ def test_watch_shows_the_end_of_a_run_that_ends_while_it_draws(tmp_path, monkeyp
     views = re.findall(r" (running|finished|stopped) budget ", " ".join(output.split()))  # one per view, however wrapped
     assert code == 0 and views == ["running", "finished"] and "resume:" not in output, output
     search.storage.close()
+
+
+def test_the_loser_of_two_resumes_at_once_is_told_the_engine_is_alive(tmp_path, monkeypatch):
+    """Two `mcgs resume` at once: both pass the early check, one takes the engine lock first. The
+    other got a traceback (exit 1); it must get the "being searched" message and exit 2."""
+    import mcgs.engine_lock
+    from mcgs.engine_lock import acquire
+    from mcgs.search import create_search
+
+    task = build_demo_task(tmp_path / "task")
+    search = create_search(task, tmp_path / "run")
+    search.storage.update_run(search.run_id, status="stopped")
+    search.storage.close()
+    monkeypatch.setattr(mcgs.engine_lock, "engine_holder", lambda run_dir: None)  # its check ran before the winner started
+    lock = acquire(tmp_path / "run")  # the winner
+    code, output = invoke("resume", tmp_path / "run")
+    lock.close()
+    text = " ".join(output.split())
+    assert code == 2 and "is being searched by process" in text and "one engine per run" in text and "Traceback" not in output, output
+
+
+def test_an_engine_is_not_refused_for_a_readers_momentary_check(tmp_path):
+    """`mcgs status` checks the lock by taking it shared for an instant; an engine starting at that
+    instant waits for it instead of being refused as if another engine held the run."""
+    import fcntl
+    import threading
+
+    from mcgs.engine_lock import LOCK_NAME, acquire
+
+    (tmp_path / LOCK_NAME).write_text("{}")
+    reader = open(tmp_path / LOCK_NAME)
+    fcntl.flock(reader, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    threading.Timer(0.3, reader.close).start()
+    lock = acquire(tmp_path)
+    assert not lock.closed
+    lock.close()
 
 
 def test_resume_of_a_run_finished_on_time_says_its_budget_is_spent(tmp_path):

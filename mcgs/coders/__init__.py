@@ -21,13 +21,15 @@ __all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key", "p
 
 
 # config fields that do not make a program different: the seed (a re-roll of the same program,
-# which seed averaging does on purpose) and the coder's note of what it changed
-_NOT_IDENTITY = frozenset({"seed", "change"})
+# which seed averaging does on purpose), the coder's note of what it changed, who wrote it (a
+# recipe program written as an LLM's fallback is the recipe coder's program), and which
+# interrupted node a queued copy tries again
+_NOT_IDENTITY = frozenset({"seed", "change", "author", "retry_of"})
 
 
 def config_key(config: Mapping[str, Any] | None) -> str | None:
     """What identifies a program by its structured config: the config as canonical JSON
-    without ``seed`` and ``change``; None for a node without a config (the root, a program
+    without ``seed``, ``change``, ``author`` and ``retry_of``; None for a node without a config (the root, a program
     without structure). Two nodes with the same key run the same program up to its seed.
 
     A config that records its program's :func:`program_key` (``program``: the LLM coder's,

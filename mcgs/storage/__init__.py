@@ -21,7 +21,8 @@ from mcgs.sandbox import owner_alive, owner_id
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
-__all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "SCHEMA_VERSION", "upgrade", "owner_id", "owner_alive", "ClaimLost"]
+__all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
+           "owner_alive", "ClaimLost"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: Alembic revision of each storage schema version written before the migrations existed.
@@ -87,6 +88,60 @@ class StorageError(RuntimeError):
     """The database is unusable (wrong schema version, missing run ...)."""
 
 
+class StorageFull(StorageError):
+    """A write failed because the disk holding the storage is full (SQLite's ``database or disk
+    is full``, or ``ENOSPC``).
+
+    Attributes:
+        path: The file or server whose disk is full (the SQLite file; the URL otherwise).
+    """
+
+    def __init__(self, path: str, detail: str):
+        self.path = path
+        super().__init__(f"the disk holding {path} is full ({detail}); free some space and run the command again")
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    import errno
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        text = str(exc).lower()
+        if "database or disk is full" in text or "no space left on device" in text or "could not extend file" in text:
+            return True
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+    return False
+
+
+def _writes(method):
+    """A storage write: refused on a read-only storage; when the disk is full, handed to
+    ``on_full`` (the engine pauses until space is freed, then the write is tried again: each
+    write is one transaction, rolled back when it fails) or raised as :class:`StorageFull`."""
+    import functools
+
+    @functools.wraps(method)
+    def write(self, *args, **kwargs):
+        if self.read_only:
+            raise StorageError(f"{self.where} was opened read-only; {method.__name__} writes")
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except (StorageError, ValueError):
+                raise
+            except Exception as exc:
+                if not _is_disk_full(exc):
+                    raise
+                full = StorageFull(self.where, str(getattr(exc, "orig", exc)).splitlines()[0])
+                if self.on_full is None:
+                    raise full from exc
+                self.on_full(full)  # returns once there is space again, or raises to give up
+
+    return write
+
+
 class ClaimLost(StorageError):
     """A worker tried to record a verdict for a node it no longer holds: its lease expired
     and the node was queued again (or another worker claimed it). The verdict is dropped."""
@@ -124,6 +179,47 @@ def _sqlite_pragmas(dbapi_conn, _record):
 
 def _begin_immediate(conn):
     conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_read_pragmas(dbapi_conn, _record):
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _sqlite_path(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).database or url
+
+
+def _hide_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def _read_only_url(path: str) -> str:
+    """A SQLite URI that reads ``path`` without writing: ``mode=ro`` (it still takes the shared
+    locks and reads the write-ahead log, which needs its ``-shm`` file or a writable folder), else
+    ``immutable=1`` (no locks; a leftover write-ahead log is not read)."""
+    import os
+    import sqlite3
+    from urllib.parse import quote
+
+    uri = f"file:{quote(os.path.abspath(path))}"
+    try:
+        con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=5)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            con.close()
+        return f"sqlite:///{uri}?mode=ro&uri=true"
+    except sqlite3.Error:
+        return f"sqlite:///{uri}?immutable=1&uri=true"
 
 
 def _lease_end(lease_s: float) -> _dt.datetime:
@@ -184,22 +280,47 @@ class Storage:
 
     Args:
         url: SQLAlchemy URL, e.g. ``sqlite:///runs/a/mcgs.db``.
+        read_only: Open without writing anything (``mcgs status``, ``report``, ``export`` on an
+            archived run, a read-only mount): no migration, and a SQLite file is opened with
+            ``mode=ro``, or ``immutable=1`` where its folder cannot be written (then changes
+            left in a write-ahead log it cannot read are not seen). Every write method raises.
+
+    Attributes:
+        on_full: Called with a :class:`StorageFull` when a write finds the disk full; it returns
+            once there is space again (the write is then tried again) or raises. None: the write
+            raises :class:`StorageFull`.
 
     Raises:
-        StorageError: when the database was written by an incompatible schema version.
+        StorageError: when the database was written by an incompatible schema version (or, read
+            only, by an older one, which needs a migration only a writer may run).
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, read_only: bool = False):
         self.url = url
+        self.read_only = read_only
+        self.on_full = None
         self.is_sqlite = is_sqlite = url.startswith("sqlite")
+        self.where = _sqlite_path(url) if is_sqlite else _hide_password(url)
         kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if is_sqlite else {"pool_pre_ping": True}
-        self.engine = create_engine(url, **kwargs)
-        if is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-            event.listen(self.engine, "begin", _begin_immediate)
-        upgrade(self.engine)
+        if is_sqlite and read_only:
+            self.engine = create_engine(_read_only_url(self.where), **kwargs)
+            event.listen(self.engine, "connect", _sqlite_read_pragmas)
+        else:
+            self.engine = create_engine(url, **kwargs)
+            if is_sqlite:
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+                event.listen(self.engine, "begin", _begin_immediate)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
-        self._check_schema()
+        if read_only:
+            self._check_schema_read_only()
+            return
+        try:
+            upgrade(self.engine)
+            self._check_schema()
+        except Exception as exc:
+            if _is_disk_full(exc) and not isinstance(exc, StorageError):
+                raise StorageFull(self.where, str(getattr(exc, "orig", exc)).splitlines()[0]) from exc
+            raise
 
     # ---------------------------------------------------------------- schema
 
@@ -214,6 +335,20 @@ class Storage:
                     f"use the mcgs version that wrote it"
                 )
 
+    def _check_schema_read_only(self) -> None:
+        from sqlalchemy import inspect
+
+        with self.engine.connect() as conn:
+            if "schema_info" not in inspect(conn).get_table_names():
+                raise StorageError(f"{self.where} holds no mcgs storage")
+        with self._session() as s:
+            row = s.get(SchemaInfo, "schema_version")
+            if row is None or int(row.value) != SCHEMA_VERSION:
+                raise StorageError(
+                    f"{self.where} has schema version {row.value if row else '?'}, this mcgs uses {SCHEMA_VERSION}; "
+                    f"{'resume it once with write access to upgrade it' if row and int(row.value) < SCHEMA_VERSION else 'use the mcgs version that wrote it'}"
+                )
+
     @property
     def schema_version(self) -> int:
         with self._session() as s:
@@ -224,6 +359,7 @@ class Storage:
 
     # ---------------------------------------------------------------- runs
 
+    @_writes
     def create_run(
         self,
         *,
@@ -266,6 +402,7 @@ class Storage:
         with self._session() as s:
             return [_run(m) for m in s.scalars(select(RunModel).order_by(RunModel.id))]
 
+    @_writes
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Update run columns (``status``, ``elapsed_s``, ``best_node_id``, ``isolation``,
         ``settings_json``)."""
@@ -278,6 +415,7 @@ class Storage:
 
     # ---------------------------------------------------------------- nodes
 
+    @_writes
     def add_node(
         self,
         run_id: int,
@@ -333,6 +471,7 @@ class Storage:
             s.flush()
             return _node(m)
 
+    @_writes
     def set_running(self, node_id: int, workspace: str) -> None:
         with self._session.begin() as s:
             s.execute(
@@ -343,6 +482,7 @@ class Storage:
 
     # ---------------------------------------------------------------- claims and leases
 
+    @_writes
     def claim_node(self, run_id: int, owner: str, lease_s: float) -> FrozenNode | None:
         """Claim the oldest queued node of a run (PENDING, no owner) for ``owner``, atomically.
 
@@ -376,6 +516,7 @@ class Storage:
             s.refresh(m)
             return _node(m)
 
+    @_writes
     def renew_leases(self, owner: str, lease_s: float) -> int:
         """Heartbeat: extend the leases of every unfinished node ``owner`` holds.
 
@@ -390,6 +531,7 @@ class Storage:
             )
             return res.rowcount
 
+    @_writes
     def requeue_lost(self, run_id: int, max_attempts: int) -> tuple[list[int], list[int]]:
         """Find unfinished nodes whose worker is gone and retry them.
 
@@ -434,6 +576,7 @@ class Storage:
                     interrupted.append(m.id)
         return requeued, interrupted
 
+    @_writes
     def finish_node(
         self,
         node_id: int,
@@ -477,6 +620,7 @@ class Storage:
             s.flush()
             return _node(m)
 
+    @_writes
     def interrupt_unfinished(self, run_id: int, owner: str | None = None) -> list[int]:
         """Mark PENDING/RUNNING nodes of a run INTERRUPTED (after a stop).
 
@@ -528,6 +672,7 @@ class Storage:
 
     # ---------------------------------------------------------------- cost ledger
 
+    @_writes
     def add_llm_call(self, run_id: int, call: LLMCall) -> None:
         """Record one language-model call (its own transaction, so spend survives a crash)."""
         with self._session.begin() as s:
