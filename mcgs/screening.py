@@ -53,13 +53,14 @@ class PlanResult:
     def to_json(self) -> dict[str, Any]:
         a = self.answer
         return {
-            "plan": a.plan, "code": a.code, "config": a.config, "knowledge_ids": list(a.knowledge_ids),
+            "plan": a.plan, "code": a.code, "config": a.config, "knowledge_ids": list(a.knowledge_ids), "ledger_ids": list(a.ledger_ids),
             "state": self.state, "score": self.score, "runtime_s": round(self.runtime_s, 2), "error": self.error,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "PlanResult":
-        answer = CoderAnswer(plan=d["plan"], code=d["code"], config=d["config"], knowledge_ids=tuple(d["knowledge_ids"]))
+        answer = CoderAnswer(plan=d["plan"], code=d["code"], config=d["config"], knowledge_ids=tuple(d["knowledge_ids"]),
+                             ledger_ids=tuple(d.get("ledger_ids", ())))
         return cls(answer=answer, state=d["state"], score=d["score"], runtime_s=d["runtime_s"], error=d["error"])
 
 

@@ -887,6 +887,8 @@ class Search:
             owner=self.owner,
             lease_s=self.settings.lease_s,
         )
+        if answer.ledger_ids:  # calls made before the node had a number (a screened draft plan)
+            self.storage.assign_llm_calls(self.run_id, answer.ledger_ids, node.seq)
         if review.rejected:
             self._reject(node, review)
             return None

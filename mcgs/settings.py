@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "format_duration", "setting_choices", "setting_default", "settings_file", "unknown_environment"]
+__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "unknown_environment"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -58,6 +58,18 @@ def parse_duration(text: str | float | int) -> float:
     if value <= 0:
         raise ValueError(f"duration {text!r} must be positive")
     return value
+
+
+def format_usd(amount: float) -> str:
+    """US dollars as people read them: cents above one cent (``$2.50``), else two significant
+    digits (``$0.0001``, ``$0.0035``), so a sub-cent budget does not print as ``$0.00``."""
+    if amount == 0:
+        return "$0"
+    if abs(amount) >= 0.01:
+        return f"${amount:,.2f}"
+    import numpy as np
+
+    return "$" + np.format_float_positional(amount, precision=2, unique=False, fractional=False, trim="-")
 
 
 def format_duration(seconds: float) -> str:

@@ -118,8 +118,12 @@ def spend_view(search) -> list:
     calls = search.storage.llm_calls(search.run_id)
     if not calls:
         return []
+    from mcgs.settings import format_usd
+
+    refused = [c for c in calls if c.outcome == "budget"]  # never sent: not calls
+    sent = [c for c in calls if c.outcome != "budget"]
     agg: dict = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0])
-    for c in calls:
+    for c in sent:
         a = agg[(c.operator, c.model)]
         a[0] += 1
         a[1] += c.input_tokens
@@ -132,11 +136,12 @@ def spend_view(search) -> list:
         t.add_column(col, justify="left" if col in ("operator", "model") else "right")
     for (op, model), a in sorted(agg.items()):
         t.add_row(op, model, *(str(x) for x in a[:5]), f"{a[5]:.4f}")
-    t.add_row("total", "", str(len(calls)), *(str(sum(a[i] for a in agg.values())) for i in range(1, 5)), f"{sum(a[5] for a in agg.values()):.4f}")
+    t.add_row("total", "", str(len(sent)), *(str(sum(a[i] for a in agg.values())) for i in range(1, 5)), f"{sum(a[5] for a in agg.values()):.4f}")
     out: list = [t]
     limit = search.settings.llm.max_cost_usd
     if limit is not None:
-        out.append(Text(f"LLM budget: ${sum(c.cost_usd for c in calls):.4f} of ${limit:.2f}"))
+        out.append(Text(f"LLM budget: {format_usd(sum(c.cost_usd for c in calls))} of {format_usd(limit)}"
+                        + (f"; {len(refused)} call(s) not made because the budget could not cover them" if refused else "")))
     authors = Counter(n.config.get("author", "recipe") for n in nodes if n.operator.value != "ensemble")
     out.append(Text("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common())))
     return out

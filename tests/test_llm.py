@@ -15,6 +15,7 @@ from mcgs.llm import AnthropicClient, LLMUnavailable, MalformedAnswer, PromptToo
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.search import create_search, open_search
 from mcgs.settings import LLMSettings, ModelPrice, SearchSettings
+from mcgs.profile import profile_task
 from recipe_runs import make_task
 
 FAST = ("model.logistic_regression",)
@@ -360,3 +361,89 @@ def test_the_model_reads_a_request_the_rules_cannot_and_the_data_checks_still_ap
         s = LLMSettings(base_url=fake.base_url, cheap_model=CHEAP)
         parsed = parse_request(prompt, data, reader=RequestReader(s, AnthropicClient(s, api_key="k")))
     assert not parsed.ok and any("rules alone" in n for n in parsed.notes)
+
+
+# ----------------------------------------------------------------- ledger defects (issue 31, section 6)
+
+
+def test_failed_calls_keep_their_latency_and_request_id(tmp_path):
+    script = [error_reply(500, "boom")] * 3 + [error_reply(400, "prompt is too long: 210000 tokens > 200000 maximum")] * 2
+    with FakeAnthropic(script) as fake:
+        search, coder = _search(tmp_path, fake)
+        coder.write(_request(search))  # 500 after the SDK's two retries: the recipe coder writes the node
+        coder.write(_request(search))  # too long, then too long when shrunk
+    calls = search.storage.llm_calls(search.run_id)
+    assert [c.outcome for c in calls] == ["error", "error", "error"], calls
+    assert [c.request_id for c in calls] == ["req_fake_0003", "req_fake_0004", "req_fake_0005"]
+    assert all(c.latency_s > 0 and c.cost_usd == 0 and c.input_tokens == 0 for c in calls)
+
+
+def test_a_sub_cent_budget_prints_as_what_it_is_and_a_refused_call_is_no_call(tmp_path):
+    from rich.console import Console
+
+    from mcgs.status_view import spend_view
+
+    price = ModelPrice(input=0, output=20.0, cache_write=0, cache_read=0)
+    with FakeAnthropic(default=lambda body: tool_reply({"plan": "p", "code": "print('program text here')"})) as fake:
+        search, coder = _search(tmp_path, fake, prices={CHEAP: price, STRONG: price}, max_cost_usd=0.0001)
+        ans = coder.write(_request(search))
+        assert len(fake.requests) == 0
+    assert "LLM budget of $0.0001 reached (spent $0;" in ans.config["author"], ans.config["author"]
+    calls = search.storage.llm_calls(search.run_id)
+    assert [c.outcome for c in calls] == ["budget"]
+    console = Console(width=200, record=True)
+    for part in spend_view(search):
+        console.print(part)
+    text = console.export_text()
+    total = next(line for line in text.splitlines() if line.strip("│ ").startswith("total"))
+    assert [c.strip() for c in total.split("│")][3] == "0", text  # calls made: none (it counted the refused one)
+    assert "LLM budget: $0 of $0.0001; 1 call(s) not made because the budget could not cover them" in text, text
+
+
+def test_screening_calls_are_labelled_with_the_node_their_plan_became(tmp_path):
+    task = make_task(tmp_path / "t", "binary")
+    with FakeAnthropic() as fake:
+        settings = _settings(fake).model_copy(update={"plan_candidates": 2, "max_nodes": 2, "screen_share": 0.5})
+        program = RecipeCoder(models=FAST).write(CoderRequest(operator=Operator.DRAFT, task=task, profile=profile_task(task))).code
+        from fake_anthropic import distinct_programs
+
+        fake.default = distinct_programs(program, "logistic regression")
+        coder = AnthropicCoder(settings, fallback=RecipeCoder(models=FAST), client=AnthropicClient(settings.llm, api_key="test-key"))
+        search = create_search(task, tmp_path / "run", settings=settings, coder=coder)
+        search.run()
+    drafts = {n.seq: n for n in search.nodes() if n.operator is Operator.DRAFT}
+    calls = search.storage.llm_calls(search.run_id)
+    assert len(drafts) == 2 and len(calls) == 2, calls
+    assert sorted(c.node_seq for c in calls) == sorted(drafts), calls  # was None for both
+
+
+def test_debug_prompts_show_the_traceback_once_and_no_host_paths(tmp_path):
+    import sys
+
+    with FakeAnthropic(default=lambda body: tool_reply({"plan": "p", "code": "print('program text here')"})) as fake:
+        search, coder = _search(tmp_path, fake)
+        ws = search.run_dir / "nodes" / "00011"
+        tb = (f'Traceback (most recent call last):\n  File "{ws}/solution.py", line 40, in <module>\n'
+              f'  File "{sys.prefix}/lib/python3.11/site-packages/pandas/core/frame.py", line 4090, in __getitem__\n'
+              f"KeyError: 'Cabin_deck'")
+        crashed = _node(11, state=NodeState.BUGGY, code="CRASHING_CODE = 1\n", error=f"KeyError: 'Cabin_deck'\n{tb}", stderr_tail=tb)
+        coder.write(_request(search, Operator.DEBUG, parent=crashed))
+    prompt = fake.requests[0]["messages"][0]["content"]
+    assert prompt.count("Traceback (most recent call last)") == 1, prompt
+    assert str(search.run_dir) not in prompt and sys.prefix not in prompt
+    assert 'File "solution.py", line 40' in prompt and "<python>/lib/python3.11/site-packages/pandas" in prompt
+
+
+def test_the_recipe_coder_taking_over_an_llm_parent_does_not_repeat_a_fallback_draft(tmp_path):
+    """Drafts written by the recipe coder as the LLM's fallback carry an author; an Improve of an
+    LLM parent that the recipe coder takes over writes a fresh draft, which must not be one of
+    those drafts again with only another seed."""
+    with FakeAnthropic([error_reply(401, "invalid x-api-key")]) as fake:
+        search, coder = _search(tmp_path, fake)
+        first = coder.write(_request(search))  # the fallback's draft (logistic regression, defaults)
+        assert first.config["author"].startswith("recipe (fallback")
+        drafted = _node(1, config=first.config, code=first.code)
+        tried = {config_key(first.config): 1}
+        llm_parent = _node(3, config={"author": CHEAP, "coder": "anthropic", "program": "abc"})
+        ans = coder.write(_request(search, Operator.IMPROVE, parent=llm_parent, siblings=(), tried=tried))
+    assert config_key(ans.config) != config_key(drafted.config), ans.config

@@ -99,12 +99,14 @@ class CoderRequest:
 @dataclasses.dataclass(frozen=True)
 class CoderAnswer:
     """A coder's answer: the plan text, the program, its structured config and the
-    knowledge entries it was built from."""
+    knowledge entries it was built from; ``ledger_ids`` are the cost-ledger rows of the calls
+    that wrote it (an LLM coder's), which the engine labels with the node they became."""
 
     plan: str
     code: str
     config: dict[str, Any]
     knowledge_ids: tuple[str, ...] = ()
+    ledger_ids: tuple[int, ...] = ()
 
 
 @runtime_checkable

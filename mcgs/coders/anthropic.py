@@ -37,6 +37,8 @@ import dataclasses
 import json
 import logging
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -90,12 +92,33 @@ def prompt_environment():
 
     from mcgs import operators
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(operators.__file__).parent / "prompts")),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["workspace_paths"] = workspace_paths
+    return env
+
+
+# a node's (or a screened plan's) workspace, as an absolute path: what a traceback prints
+_WORKSPACE_PATH = re.compile(r"(?<=[\"'])/[^\"'\n]*?/(?:nodes/\d{5}|screen/plan_\d+)/"  # quoted, spaces allowed
+                             r"|(?<![^\s(=:,])/[^\s\"']*?/(?:nodes/\d{5}|screen/plan_\d+)/")
+
+
+def workspace_paths(text: str) -> str:
+    """``text`` (an error or log tail) with host paths made relative to the workspace, as the
+    program sees its files: ``/runs/a/nodes/00012/solution.py`` -> ``solution.py``, and the
+    interpreter's own folders (the virtual environment, site-packages) -> ``<python>``. The model
+    needs neither the run folder nor the engine's paths to fix a program."""
+    import sys
+
+    text = _WORKSPACE_PATH.sub("", text or "")
+    for prefix in sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)},
+                         key=len, reverse=True):
+        text = text.replace(prefix.rstrip("/") + "/", "<python>/")
+    return text
 
 
 def chain_failures(req: CoderRequest) -> int:
@@ -149,6 +172,7 @@ class AnthropicCoder:
         self._storage = None
         self._run_id: int | None = None
         self._remaining: Callable[[], float] = lambda: settings.time_budget_s
+        self._ledger_ids: list[int] = []  # ledger rows of the answer being written (CoderAnswer.ledger_ids)
 
     # ------------------------------------------------------------------ wiring
 
@@ -167,7 +191,7 @@ class AnthropicCoder:
         if self._storage is None:
             return
         call = ledger_row(self.llm, req.operator.value, kind, model, usage, node_seq=req.node_seq, outcome=outcome, error=error)
-        self._storage.add_llm_call(self._run_id, call)
+        self._ledger_ids.append(self._storage.add_llm_call(self._run_id, call))
 
     def spent_usd(self) -> float:
         """What the run's calls have cost so far (from the ledger, so it survives a resume)."""
@@ -236,9 +260,17 @@ class AnthropicCoder:
     def write(self, request: CoderRequest) -> CoderAnswer:
         """A program for the request (see the module docstring for the policy).
 
+        The answer's ``ledger_ids`` are the ledger rows of its calls, so the engine can give them
+        the node's number when the request had none (a draft plan written for screening).
+
         Raises:
             CoderStop: the spending limit is reached and ``on_budget_spent="stop"``.
         """
+        self._ledger_ids = []
+        answer = self._write(request)
+        return dataclasses.replace(answer, ledger_ids=tuple(self._ledger_ids))
+
+    def _write(self, request: CoderRequest) -> CoderAnswer:
         if self._disabled:
             return self._fall_back(request, self._disabled)
         try:
@@ -366,7 +398,10 @@ class AnthropicCoder:
 
     def _budget_spent(self, req: CoderRequest, model: str) -> CoderAnswer:
         spent = self.spent_usd()
-        msg = f"LLM budget of ${self.llm.max_cost_usd:.2f} reached (spent ${spent:.4f}; the next {model} call could cost more)"
+        from mcgs.settings import format_usd
+
+        msg = (f"LLM budget of {format_usd(self.llm.max_cost_usd)} reached (spent {format_usd(spent)}; the next {model} call "
+               f"could cost more)")
         self._record(req, "code", model, None, "budget", msg)
         if self.llm.on_budget_spent == "stop":
             raise CoderStop(msg)

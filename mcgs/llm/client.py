@@ -18,8 +18,9 @@ Failure policy (DESIGN §5, issue 6):
 * an answer without the tool call, cut off at ``max_tokens``, or failing validation raises
   :class:`MalformedAnswer` (the coder re-asks a bounded number of times).
 
-Every outcome carries the call's :class:`CallUsage` when the API billed it, so the cost ledger
-counts malformed answers too.
+Every outcome carries the call's :class:`CallUsage`: what the API billed (so the cost ledger
+counts malformed answers too), and for a failed call its latency and the provider's request id
+with no tokens (none were billed).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class LLMError(Exception):
     """A call did not produce a usable answer.
 
     Attributes:
-        usage: What the call was billed (None when nothing was billed).
+        usage: The call's :class:`CallUsage`: what it was billed, and for a call the API failed
+            its latency and request id with no tokens; None when no request was sent.
     """
 
     def __init__(self, message: str, usage: CallUsage | None = None):
@@ -93,6 +95,16 @@ def _usage(model: str, msg: Any, latency: float) -> CallUsage:
         latency_s=latency,
         request_id=getattr(msg, "_request_id", None),
     )
+
+
+def _request_id(exc: Any) -> str | None:
+    """The provider's request id of a failed call (its ``request-id`` header), when it answered."""
+    rid = getattr(exc, "request_id", None)
+    if rid:
+        return str(rid)
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    return headers.get("request-id") if headers is not None else None
 
 
 def _is_context_error(exc: Any) -> bool:
@@ -163,6 +175,10 @@ class AnthropicClient:
         """
         a = self._anthropic
         t0 = time.monotonic()
+
+        def failed(exc) -> CallUsage:  # not billed, but timed, with the id to quote to the provider
+            return CallUsage(model=model, latency_s=time.monotonic() - t0, request_id=_request_id(exc))
+
         try:
             msg = self._client.messages.create(
                 model=model,
@@ -173,19 +189,20 @@ class AnthropicClient:
                 tool_choice={"type": "tool", "name": tool_name},
             )
         except (a.AuthenticationError, a.PermissionDeniedError) as exc:
-            raise LLMUnavailable(f"the API refused the key ({exc.status_code}): check ANTHROPIC_API_KEY", fatal=True) from exc
+            raise LLMUnavailable(f"the API refused the key ({exc.status_code}): check ANTHROPIC_API_KEY", failed(exc), fatal=True) from exc
         except a.NotFoundError as exc:
-            raise LLMUnavailable(f"model {model!r} was not found (404): set another in the llm settings", fatal=True) from exc
+            raise LLMUnavailable(f"model {model!r} was not found (404): set another in the llm settings", failed(exc), fatal=True) from exc
         except (a.BadRequestError, a.ContentTooLargeError) as exc:
             if _is_context_error(exc):
-                raise PromptTooLong(f"prompt too long for {model}: {getattr(exc, 'api_message', None) or exc}") from exc
-            raise LLMUnavailable(f"the API rejected the request ({exc.status_code}): {getattr(exc, 'api_message', None) or exc}") from exc
+                raise PromptTooLong(f"prompt too long for {model}: {getattr(exc, 'api_message', None) or exc}", failed(exc)) from exc
+            raise LLMUnavailable(f"the API rejected the request ({exc.status_code}): {getattr(exc, 'api_message', None) or exc}",
+                                 failed(exc)) from exc
         except a.APIStatusError as exc:  # 429 / 5xx / 529 after the SDK's retries
-            raise LLMUnavailable(f"the API kept failing ({exc.status_code}) after {self._client.max_retries} retries") from exc
+            raise LLMUnavailable(f"the API kept failing ({exc.status_code}) after {self._client.max_retries} retries", failed(exc)) from exc
         except a.APIConnectionError as exc:  # includes timeouts
-            raise LLMUnavailable(f"could not reach the API: {exc}") from exc
+            raise LLMUnavailable(f"could not reach the API: {exc}", failed(exc)) from exc
         except ValueError as exc:  # the SDK refuses the request itself (e.g. needs streaming)
-            raise LLMUnavailable(f"the request was refused by the SDK: {exc}", fatal=True) from exc
+            raise LLMUnavailable(f"the request was refused by the SDK: {exc}", failed(exc), fatal=True) from exc
         usage = _usage(model, msg, time.monotonic() - t0)
         if msg.stop_reason == "max_tokens":
             raise MalformedAnswer(f"the answer was cut off at max_tokens={max_tokens}", usage)

@@ -673,10 +673,26 @@ class Storage:
     # ---------------------------------------------------------------- cost ledger
 
     @_writes
-    def add_llm_call(self, run_id: int, call: LLMCall) -> None:
-        """Record one language-model call (its own transaction, so spend survives a crash)."""
+    def add_llm_call(self, run_id: int, call: LLMCall) -> int:
+        """Record one language-model call (its own transaction, so spend survives a crash).
+
+        Returns:
+            The row's id (for :meth:`assign_llm_calls`).
+        """
         with self._session.begin() as s:
-            s.add(LLMCallModel(run_id=run_id, **dataclasses.asdict(call)))
+            row = LLMCallModel(run_id=run_id, **dataclasses.asdict(call))
+            s.add(row)
+            s.flush()
+            return row.id
+
+    @_writes
+    def assign_llm_calls(self, run_id: int, ids, node_seq: int) -> None:
+        """Label ledger rows written before their node existed (a draft plan written for
+        screening, drafted later) with the node's sequence number."""
+        ids = [int(i) for i in ids]
+        if ids:
+            with self._session.begin() as s:
+                s.execute(update(LLMCallModel).where(LLMCallModel.run_id == run_id, LLMCallModel.id.in_(ids)).values(node_seq=node_seq))
 
     def llm_calls(self, run_id: int) -> list[LLMCall]:
         """The run's ledger in call order."""
