@@ -28,13 +28,15 @@ class ThreadReporter:
 
     name = "thread-reporter"
 
-    def __init__(self, sleep_s: float = 2.0):
+    def __init__(self, sleep_s: float = 2.0, max_seed: int | None = None):
         self.inner = RecipeCoder(models=("model.logistic_regression", "model.knn"))
         self.sleep_s = sleep_s
+        self.max_seed = max_seed  # sleep only in nodes whose MCGS_SEED (seed 0: the node number) is at most this
 
     def write(self, request: CoderRequest) -> CoderAnswer:
         ans = self.inner.write(request)
-        extra = f"\nimport os, time\nprint('threads', os.environ['OMP_NUM_THREADS'])\ntime.sleep({self.sleep_s})\n"
+        sleep = f"{self.sleep_s}" if self.max_seed is None else f"{self.sleep_s} if int(os.environ['MCGS_SEED']) <= {self.max_seed} else 0"
+        extra = f"\nimport os, time\nprint('threads', os.environ['OMP_NUM_THREADS'])\ntime.sleep({sleep})\n"
         return dataclasses.replace(ans, code=ans.code + extra)
 
 
@@ -69,7 +71,9 @@ def test_two_workers_run_two_candidates_at_once_and_selection_sees_the_one_in_fl
 
 def test_stop_interrupts_every_worker_and_the_run_resumes(demo_task, tmp_path):
     settings = SearchSettings(time_budget_s=600, num_drafts=2, max_nodes=4, seed=0, ensemble=False, policy="tree", workers=2)
-    search = create_search(demo_task, tmp_path / "run", settings=settings, coder=ThreadReporter(sleep_s=60))
+    search = create_search(demo_task, tmp_path / "run", settings=settings, coder=ThreadReporter(sleep_s=60, max_seed=2))
+    # nodes 1 and 2 hold on until the stop; their copies queued by the resume (nodes 3 and 4, the
+    # same programs) and the nodes after them do not sleep
     timer = threading.Timer(8.0, search.request_stop)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
