@@ -10,6 +10,7 @@ The library facade (see docs/api.md)::
     search.run(time_budget="10m")
     search.best_node, search.nodes_dataframe()
     mcgs.load_search("sqlite:///runs/a/mcgs.db")
+    mcgs.load_run("runs/a")          # a frozen snapshot, read without an engine
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ _LAZY = {
     "create_search": "mcgs.api",
     "load_search": "mcgs.api",
     "Search": "mcgs.search",
-    "RunError": "mcgs.search",
+    "RunError": "mcgs.run_folder",
+    "load_run": "mcgs.snapshot",
+    "RunSnapshot": "mcgs.snapshot",
     "SearchSettings": "mcgs.settings",
     "TaskSpec": "mcgs.task",
     "TaskError": "mcgs.task",

@@ -78,7 +78,7 @@ def _user_errors(out_option: str = "--out"):
     """Turn input errors into one clear message and exit code 2; ``out_option`` is the option
     named when a file cannot be written."""
     from mcgs.metrics import UnknownMetricError
-    from mcgs.search import RunError
+    from mcgs.run_folder import RunError
     from mcgs.storage import StorageError
     from mcgs.task import TaskError
 
@@ -181,7 +181,7 @@ def _drive(search) -> None:
     """Run a search with a live progress line; print the summary at the end."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mcgs.search import RunError
+    from mcgs.run_folder import RunError
     from mcgs.storage import StorageError
 
     budget = search.clock.budget_s
@@ -334,7 +334,7 @@ def _summary(search):
         out.print(f"  {prog} export {search.run_dir} --out MODEL_DIR", soft_wrap=True, highlight=False)
     from mcgs.status_view import spend_view
 
-    for part in spend_view(search):
+    for part in spend_view(search.snapshot()):
         out.print(part)
     return best
 
@@ -451,7 +451,7 @@ def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out
     if data is None:
         raise _UserError("--prompt needs --data FOLDER (the folder holding train.csv and test.csv)")
     from mcgs.request import parse_request, write_task_folder
-    from mcgs.search import DB_NAME, check_run_folder
+    from mcgs.run_folder import DB_NAME, check_run_folder
 
     if (out_dir / DB_NAME).exists():
         raise _UserError(f"{out_dir} already holds a run; resume it with `mcgs resume {out_dir}` or choose another --out")
@@ -509,7 +509,8 @@ def resume(
     _sigterm_as_interrupt()
     with _user_errors():
         from mcgs.engine_lock import EngineBusy, engine_holder
-        from mcgs.search import open_search, wait_for_free_space
+        from mcgs.run_folder import wait_for_free_space
+        from mcgs.search import open_search
 
         holder = engine_holder(run_dir)  # checked again, race-free, when the search starts
         if holder is not None:
@@ -593,18 +594,27 @@ def status(
     """Show a run: budget, best node and its lineage, nodes by operator and state, the top nodes,
     nodes in flight, isolation and LLM spend. Works on a finished, stopped or running search."""
     with _user_errors():
-        from mcgs.search import open_search
+        from mcgs.run_folder import locate_run
+        from mcgs.snapshot import read_snapshot
         from mcgs.status_view import engine_gone, status_view
 
-        search = open_search(run_dir, storage=storage, read_only=True)
+        store, record = locate_run(run_dir, storage=storage, read_only=True)  # read only: no engine, nothing written
+
+        def snapshot():
+            return read_snapshot(store, run_dir, record.name)
+
+        first = snapshot()
 
     def resume_hint() -> None:  # the command on a line of its own, never wrapped, so it pastes
-        if engine_gone(search.run_dir, search.storage.get_run(search.run_record.name)):
-            out.print(f"resume: mcgs resume {search.run_dir}", soft_wrap=True, highlight=False)
+        if engine_gone(run_dir, store.get_run(record.name)):
+            out.print(f"resume: mcgs resume {run_dir}", soft_wrap=True, highlight=False)
 
     if not watch:
-        out.print(status_view(search))
-        resume_hint()
+        try:
+            out.print(status_view(first))
+            resume_hint()
+        finally:
+            store.close()
         return
     from rich.live import Live
 
@@ -615,21 +625,20 @@ def status(
         engine that stored "finished" and exited in between looks gone from a stale record."""
         if rec.status in ("finished", "stopped"):
             return True
-        if not engine_gone(search.run_dir, rec):
+        if not engine_gone(run_dir, rec):
             return False
-        return True if search.storage.get_run(search.run_record.name).status == rec.status else None
+        return True if store.get_run(record.name).status == rec.status else None
 
     if not out.is_terminal:  # a pipe or a file: a snapshot whenever the run has changed
         try:
             last = None
             while True:
-                rec = search.storage.get_run(search.run_record.name)
-                nodes = search.storage.get_nodes(search.run_id)
-                key = (rec.status, len(nodes), sum(n.state.is_finished() for n in nodes))
+                snap = snapshot()
+                key = (snap.record.status, len(snap.nodes), sum(n.state.is_finished() for n in snap.nodes))
                 if key != last:
-                    out.print(status_view(search))  # drawn after rec was read: it shows at least rec's state
+                    out.print(status_view(snap))  # drawn after the record was read: it shows at least its state
                     last = key
-                done = ended(rec)
+                done = ended(snap.record)
                 if done:
                     resume_hint()
                     break
@@ -638,22 +647,22 @@ def status(
         except KeyboardInterrupt:
             pass
         finally:
-            search.storage.close()
+            store.close()
         return
     try:
-        with Live(status_view(search), console=out, refresh_per_second=4, screen=False) as live:
+        with Live(status_view(first), console=out, refresh_per_second=4, screen=False) as live:
             done = False
             while not done:
                 if done is False:
                     time.sleep(interval)
-                rec = search.storage.get_run(search.run_record.name)
-                live.update(status_view(search))
-                done = ended(rec)
+                snap = snapshot()
+                live.update(status_view(snap))
+                done = ended(snap.record)
         resume_hint()
     except KeyboardInterrupt:
         pass
     finally:
-        search.storage.close()
+        store.close()
 
 
 @app.command()
@@ -749,7 +758,8 @@ def demo(
         import shutil
 
         from mcgs.demo import build_demo_task
-        from mcgs.search import DB_NAME, create_search, foreign_entries
+        from mcgs.run_folder import DB_NAME, foreign_entries
+        from mcgs.search import create_search
         from mcgs.settings import SearchSettings
 
         run_dir = out_dir / "run"

@@ -31,6 +31,22 @@ from mcgs.graph import best_node, build_graph, newest_node, update_graph, valid_
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.policy import compute_reward, select_expansion
 from mcgs.profile import profile_task
+from mcgs.run_folder import (
+    BASELINE_NAME,
+    DB_NAME,
+    FULL_DISK_MIN_MB,
+    FULL_DISK_RESUME_MB,
+    DISK_POLL_S,
+    LIVE_SETTINGS,
+    OVERRIDES_NAME,
+    STORAGE_NAME,
+    RunError,
+    check_run_folder,
+    default_storage_url,
+    locate_run,
+    open_storage,
+    safe_url,
+)
 from mcgs.sandbox import Outcome, SandboxLimits, run_program
 from mcgs.settings import SearchSettings
 from mcgs.storage import ClaimLost, RunRecord, Storage, owner_id
@@ -40,128 +56,11 @@ __all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
 
 logger = logging.getLogger(__name__)
 
-DB_NAME = "mcgs.db"
-BASELINE_NAME = "baseline.py"  # a starter program to run as the first node (MLAgentBench mode)
-OVERRIDES_NAME = "overrides.json"  # settings changed while a run is live (`mcgs set`)
-STORAGE_NAME = "storage.json"  # where a run's storage is, when it is not RUN_DIR/mcgs.db
-
-
-
-
-def foreign_entries(run_dir: str | Path) -> list[str]:
-    """What keeps an existing folder from being a new run's folder: its entries, sorted, with
-    ``/`` after folders.
-
-    A run writes ``nodes/``, ``best/``, ``input/`` and ``profile.json`` into its folder and
-    replaces what stands there, so a new run takes only a folder that is empty or holds nothing
-    but the ``task/`` that ``mcgs run --prompt`` wrote for it (a real folder, empty or with a
-    ``request.json``). A folder that already holds a run is told apart before this (``mcgs.db``
-    or ``storage.json``); anything else, even a ``best/`` or ``nodes/`` of the same name, is
-    someone's own.
-
-    Returns:
-        ``[]`` for a folder that does not exist, is empty, or holds only that ``task/``.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return []
-    foreign = []
-    for p in run_dir.iterdir():
-        # `mcgs run --prompt` writes RUN_DIR/task/ (ending with its request.json) before the run
-        if p.name == "task" and p.is_dir() and not p.is_symlink() and ((p / "request.json").is_file() or not any(p.iterdir())):
-            continue
-        foreign.append(p.name + ("/" if p.is_dir() else ""))
-    return sorted(foreign)
-
-
-def check_run_folder(run_dir: str | Path) -> None:
-    """Refuse a folder that holds files a new run would write among (see :func:`foreign_entries`).
-
-    Raises:
-        RunError: naming the folder, up to five of its entries, and a folder to use instead.
-    """
-    foreign = foreign_entries(run_dir)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise RunError(
-            f"run folder {run_dir} already holds files that are not an mcgs run's ({shown}); a run writes nodes/, best/ "
-            f"and input/ into its folder, so give a new or empty folder, e.g. {Path(run_dir) / 'mcgs-run'}"
-        )
-
-
-def default_storage_url(run_dir: Path) -> str:
-    """``sqlite:///RUN_DIR/mcgs.db`` (absolute), the storage of a run unless told otherwise."""
-    return f"sqlite:///{(Path(run_dir) / DB_NAME).resolve()}"
-
-
-def _safe_url(url: str) -> str:
-    """The URL with its password hidden, for messages and for ``storage.json``."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url
-
-
-LIVE_SETTINGS = ("min_free_disk_mb",)  # the settings `mcgs set` may change
-DISK_POLL_S = 2.0
-# A run paused because a write found the disk full goes on once this many MiB (or the floor
-# min_free_disk_mb, if lower) are free; the floor check before the next candidate then applies.
-FULL_DISK_RESUME_MB = 64.0
-FULL_DISK_MIN_MB = 16.0  # ... and never on less than this, whatever the floor
+LOST_SAID_MAX = 5  # nodes with lost artifacts named one by one (final_node)
 # Below this many seconds of remaining budget no new candidate is started.
 MIN_CANDIDATE_S = 5.0
 _PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
-
-
-def free_space_mb(folder: str | Path) -> float:
-    """Free space on the disk holding ``folder`` (or its nearest existing parent), MiB."""
-    folder = Path(folder).absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return shutil.disk_usage(folder).free / 2**20
-
-
-def wait_for_free_space(folder: str | Path, say: Callable[[str], None], poll_s: float = DISK_POLL_S) -> None:
-    """Block while the disk holding ``folder`` is full (less than ``FULL_DISK_MIN_MB`` free),
-    saying so once: what ``mcgs resume`` does before it opens a run on a full disk (SQLite
-    cannot even open its write-ahead log there). Ctrl-C ends the wait (KeyboardInterrupt)."""
-    free = free_space_mb(folder)
-    if free >= FULL_DISK_MIN_MB:
-        return
-    say(f"paused: the disk holding {folder} is full ({free:.0f} MB free), so the run cannot be opened for writing; free some "
-        f"space and it goes on by itself once {FULL_DISK_MIN_MB:.0f} MB are free (Ctrl-C to stop)")
-    while free_space_mb(folder) < FULL_DISK_MIN_MB:
-        time.sleep(poll_s)
-    say(f"{free_space_mb(folder):.0f} MB free on the disk holding {folder}: going on")
-
-
-def _open_storage(url: str, read_only: bool = False) -> Storage:
-    from mcgs.storage import StorageError
-
-    try:
-        return Storage(url, read_only=read_only)
-    except StorageError:
-        raise
-    except Exception as exc:  # a bad URL, a missing driver, an unreachable server
-        if url.startswith("sqlite") and not read_only:
-            from mcgs.storage import _sqlite_path
-
-            where = _sqlite_path(url)
-            if free_space_mb(Path(where).parent) < FULL_DISK_MIN_MB:
-                raise RunError(f"the disk holding {where} is full ({free_space_mb(Path(where).parent):.0f} MB free), so its storage "
-                               f"cannot be opened for writing; free some space and run the command again") from exc
-        hint = (" (a damaged or foreign file: restore it from a copy, or start a new run with another --out)"
-                if url.startswith("sqlite") and "DatabaseError" in f"{type(exc).__name__} {exc}" else "")
-        if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):  # not a URL SQLAlchemy knows
-            hint = "; give a SQLAlchemy URL such as sqlite:///RUN_DIR/mcgs.db or postgresql+psycopg://USER@HOST/DB"
-        raise RunError(f"cannot open the storage {_safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}") from exc
 Callback = Callable[["Search", FrozenNode], None]
-
-
-class RunError(RuntimeError):
-    """A run directory cannot be created or resumed; the message says why and what to do."""
 
 
 _OUTCOME_STATE = {
@@ -405,6 +304,16 @@ class Search:
         df["score"] = df["score"].astype(float)
         df["parent_seq"] = df["parent_seq"].astype("Int64")
         return df
+
+    def snapshot(self, details: bool = False):
+        """The run as its storage holds it now, frozen (:class:`mcgs.snapshot.RunSnapshot`).
+
+        Args:
+            details: Read every node's program and output tails too.
+        """
+        from mcgs.snapshot import read_snapshot
+
+        return read_snapshot(self.storage, self.run_dir, self.run_record.name, details=details)
 
     @property
     def best_node(self) -> FrozenNode | None:
@@ -1244,15 +1153,15 @@ class Search:
         from mcgs.evaluation import read_predictions
 
         valid = valid_nodes(self.graph())
+        order = (lambda n: (-n.score, n.seq)) if self.task.higher_is_better else (lambda n: (n.score, n.seq))
+        singles = sorted((n for n in valid if n.operator is not Operator.ENSEMBLE), key=order)
+        ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE]
         lost: set[int] = set()
-        while True:
-            singles = [n for n in valid if n.operator is not Operator.ENSEMBLE and n.id not in lost]
-            ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE and n.id not in lost]
-            if not singles:
-                return None
-            best = min(singles, key=lambda n: ((-n.score if self.task.higher_is_better else n.score), n.seq))
+        i = 0
+        while i < len(singles):
+            best = singles[i]
 
-            def standard_error() -> float:
+            def standard_error(best=best) -> float:
                 rows = self.labels.validated_rows
                 try:
                     oof = read_predictions(self.task, self.node_dir(best), OOF_PATH, rows, max_bytes=self.max_output_bytes)
@@ -1260,16 +1169,22 @@ class Search:
                     return 0.0
                 return fold_standard_error(self.task, self.labels.y[rows], oof, self.labels.folds[rows])
 
-            final = choose_final(best, ensembles, self.task.higher_is_better, standard_error)
+            final = choose_final(best, [e for e in ensembles if e.id not in lost], self.task.higher_is_better, standard_error)
             problem = self.lost_artifacts(final)
             if problem is None:
                 return final
             lost.add(final.id)
+            if final.id == best.id:
+                i += 1
             if final.id not in self._lost_said:
                 self._lost_said.add(final.id)
-                (logger.warning if self.say == logger.info else self.say)(
-                    f"warning: node {final.seq}'s artifacts are lost ({problem}); it cannot be handed in, so the run "
-                    f"chooses among the other nodes")
+                warn = logger.warning if self.say == logger.info else self.say
+                if len(self._lost_said) <= LOST_SAID_MAX:
+                    warn(f"warning: node {final.seq}'s artifacts are lost ({problem}); it cannot be handed in, so the run "
+                         f"chooses among the other nodes")
+                elif len(self._lost_said) == LOST_SAID_MAX + 1:
+                    warn("warning: the artifacts of more nodes are lost too; they are passed over without a word each")
+        return None
 
     def lost_artifacts(self, node: FrozenNode) -> str | None:
         """Why ``node`` cannot be handed in any more, or None: its workspace (or, for an ensemble,
@@ -1447,13 +1362,13 @@ def create_search(
         if baseline is not None:
             shutil.copyfile(baseline, run_dir / BASELINE_NAME)
         url = storage or default_storage_url(run_dir)
-        store = _open_storage(url)
+        store = open_storage(url)
         name = run_dir.resolve().name
         if any(r.name == name for r in store.list_runs()):
             store.close()
-            raise RunError(f"{_safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
+            raise RunError(f"{safe_url(url)} already holds a run named {name!r}; name the run folder (--out) differently")
         if url != default_storage_url(run_dir):
-            (run_dir / STORAGE_NAME).write_text(json.dumps({"url": _safe_url(url), "run": name}, indent=2) + "\n")
+            (run_dir / STORAGE_NAME).write_text(json.dumps({"url": safe_url(url), "run": name}, indent=2) + "\n")
         run = store.create_run(
             name=name,
             task_json=spec.to_json(),
@@ -1501,41 +1416,7 @@ def open_search(
         RunError: no run there, or (unless read-only) its task data changed since the run started.
     """
     run_dir = Path(run_dir)
-    pointer = run_dir / STORAGE_NAME
-    if storage is None and pointer.is_file():
-        info = json.loads(pointer.read_text())
-        if "***" in info.get("url", ""):
-            raise RunError(f"the storage of {run_dir} needs a password: pass the full URL with --storage (it was {info['url']})")
-        storage, name = info["url"], name or info.get("run")
-    if storage is None:
-        db = run_dir / DB_NAME
-        if not db.is_file():
-            hint = (" it looks like a task folder: pass the RUN_DIR you gave `mcgs run ... --out RUN_DIR`"
-                    if any((run_dir / f).is_file() for f in ("task.yaml", "train.csv", "config.yaml"))
-                    else " pass the folder given to `mcgs run TASK --out RUN_DIR`, or start a run with that command")
-            raise RunError(f"{run_dir} holds no mcgs run ({DB_NAME} missing);{hint}")
-        if db.stat().st_size == 0:  # opening it would write an empty schema into it
-            raise RunError(f"{db} is empty (0 bytes): the run's storage was truncated or lost; restore it from a copy, "
-                           f"or start a new run with another --out")
-        storage = default_storage_url(run_dir)
-    store = _open_storage(storage, read_only=read_only)
-    runs = store.list_runs()
-    if not runs:
-        store.close()
-        raise RunError(f"{_safe_url(storage)} has no run" + (
-            "; it holds no run's records (a damaged or foreign file): restore it from a copy, or start a new run with another --out"
-            if storage.startswith("sqlite") else ""))
-    if name is None:
-        if len(runs) > 1:
-            store.close()
-            raise RunError(f"{_safe_url(storage)} holds {len(runs)} runs ({', '.join(r.name for r in runs)}); say which with --run NAME")
-        run = runs[0]
-    else:
-        matches = [r for r in runs if r.name == name]
-        if not matches:
-            store.close()
-            raise RunError(f"{_safe_url(storage)} has no run named {name!r} (runs: {', '.join(r.name for r in runs)})")
-        run = matches[0]
+    store, run = locate_run(run_dir, storage=storage, name=name, read_only=read_only)
     spec = TaskSpec.from_json(run.task_json)
     if not read_only:
         if not spec.data_dir.is_dir():

@@ -42,23 +42,22 @@ def _lineage(best, by_id) -> str:
     return " → ".join(reversed(chain))
 
 
-def status_view(search) -> Group:
-    """The status of ``search`` (re-read from its storage): budget, best node and its lineage,
-    nodes by operator and state, the top nodes, nodes in flight and their workers, isolation,
-    coder and LLM spend."""
-    run = search.storage.get_run(search.run_record.name)
-    all_nodes = search.nodes()
-    by_id = {n.id: n for n in all_nodes}
-    nodes = [n for n in all_nodes if n.parent_id is not None]
-    task = search.task
+def status_view(snap) -> Group:
+    """The status of a run from its snapshot (:func:`mcgs.snapshot.load_run`): budget, the
+    chosen node, the best single node and its lineage, nodes by operator and state, the top
+    nodes, nodes in flight and their workers, isolation, coder and LLM spend."""
+    run = snap.record
+    by_id = snap.by_id
+    nodes = snap.search_nodes
+    task = snap.task
     parts: list = []
 
-    budget = search.settings.time_budget_s
-    gone = engine_gone(search.run_dir, run)
-    spent = live_elapsed(run, gone)
+    budget = snap.settings.time_budget_s
+    gone = snap.engine_gone
+    spent = snap.spent_s
     head = Text.assemble(
-        ("run ", "bold"), (str(search.run_dir), "bold cyan"),
-        f"  stopped (its engine is gone: killed?)  " if gone else f"  {run.status}  ",
+        ("run ", "bold"), (str(snap.run_dir), "bold cyan"),
+        "  stopped (its engine is gone: killed?)  " if gone else f"  {run.status}  ",
         f"budget {spent:.0f} s of {budget:.0f} s ({min(100.0, 100 * spent / budget):.0f} %)  ",
         f"metric {task.metric} ({'higher' if task.higher_is_better else 'lower'} is better)",
     )
@@ -77,12 +76,11 @@ def status_view(search) -> Group:
         t.add_row(op, *[str(counts.get((op, s), 0)) for s in states])
     parts.append(t)
 
-    best = search.final_node
+    best = snap.chosen_node
     if best:
         parts.append(Text(f"chosen {task.metric}: {best.score:.6f} (node {best.seq}, {best.operator.value}); "
                           f"elapsed {spent:.0f}s of {budget:.0f}s"))
-        singles = [n for n in nodes if n.is_valid and n.operator.value != "ensemble"]
-        single = (max if task.higher_is_better else min)(singles, key=lambda n: n.score) if singles else None
+        single = snap.best_single_node
         if single is not None:
             parts.append(Text(f"best single node {single.seq}: {task.metric} {single.score:.6f}; lineage: {_lineage(single, by_id)}"))
     valid = sorted((n for n in nodes if n.is_valid), key=lambda n: n.score, reverse=task.higher_is_better)[:TOP_K]
@@ -106,16 +104,17 @@ def status_view(search) -> Group:
     iso = run.isolation
     parts.append(Text(f"isolation of the candidates: {iso}" + (
         " (bubblewrap: no network, only their workspace writable)" if iso == "namespaces" else " (limits and a scrubbed environment; no bubblewrap)")))
-    parts.append(Text(f"coder: {search.settings.coder}"))
-    parts.extend(spend_view(search))
+    parts.append(Text(f"coder: {snap.settings.coder}"))
+    parts.extend(spend_view(snap))
     return Group(*parts)
 
 
-def spend_view(search) -> list:
-    """LLM spend by operator and model (from the cost ledger), and who wrote the nodes; empty
-    when the run made no LLM call."""
-    nodes = [n for n in search.nodes() if n.parent_id is not None]
-    calls = search.storage.llm_calls(search.run_id)
+def spend_view(snap) -> list:
+    """LLM spend by operator and model (from the cost ledger of a run's snapshot,
+    :func:`mcgs.snapshot.load_run`), and who wrote the nodes; empty when the run made no LLM
+    call."""
+    nodes = snap.search_nodes
+    calls = snap.llm_calls
     if not calls:
         return []
     from mcgs.settings import format_usd
@@ -138,7 +137,7 @@ def spend_view(search) -> list:
         t.add_row(op, model, *(str(x) for x in a[:5]), f"{a[5]:.4f}")
     t.add_row("total", "", str(len(sent)), *(str(sum(a[i] for a in agg.values())) for i in range(1, 5)), f"{sum(a[5] for a in agg.values()):.4f}")
     out: list = [t]
-    limit = search.settings.llm.max_cost_usd
+    limit = snap.settings.llm.max_cost_usd
     if limit is not None:
         out.append(Text(f"LLM budget: {format_usd(sum(c.cost_usd for c in calls))} of {format_usd(limit)}"
                         + (f"; {len(refused)} call(s) not made because the budget could not cover them" if refused else "")))

@@ -392,7 +392,7 @@ def test_a_sub_cent_budget_prints_as_what_it_is_and_a_refused_call_is_no_call(tm
     calls = search.storage.llm_calls(search.run_id)
     assert [c.outcome for c in calls] == ["budget"]
     console = Console(width=200, record=True)
-    for part in spend_view(search):
+    for part in spend_view(search.snapshot()):
         console.print(part)
     text = console.export_text()
     total = next(line for line in text.splitlines() if line.strip("│ ").startswith("total"))

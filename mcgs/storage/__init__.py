@@ -226,7 +226,9 @@ def _lease_end(lease_s: float) -> _dt.datetime:
     return utcnow() + _dt.timedelta(seconds=lease_s)
 
 
-def _node(m: NodeModel) -> FrozenNode:
+def _node(m: NodeModel, summary: bool = False) -> FrozenNode:
+    """The snapshot of a node row; with ``summary``, without its program and output tails
+    (left empty; the row was read without them: :meth:`Storage.get_node_summaries`)."""
     return FrozenNode(
         id=m.id,
         seq=m.seq,
@@ -234,13 +236,13 @@ def _node(m: NodeModel) -> FrozenNode:
         operator=Operator(m.operator),
         state=NodeState(m.state),
         plan=m.plan,
-        code=m.code,
+        code="" if summary else m.code,
         config=json.loads(m.config_json or "{}"),
         score=m.score,
         reward=m.reward,
         error=m.error,
-        stdout_tail=m.stdout_tail or "",
-        stderr_tail=m.stderr_tail or "",
+        stdout_tail="" if summary else m.stdout_tail or "",
+        stderr_tail="" if summary else m.stderr_tail or "",
         runtime_s=m.runtime_s,
         knowledge_ids=tuple(json.loads(m.knowledge_ids_json or "[]")),
         created_at=m.created_at,
@@ -659,10 +661,21 @@ class Storage:
         with self._session() as s:
             return [_node(m) for m in s.scalars(select(NodeModel).where(NodeModel.run_id == run_id).order_by(NodeModel.seq))]
 
+    def get_node_summaries(self, run_id: int) -> list[FrozenNode]:
+        """All nodes of a run in creation order without their program and output tails
+        (``code``, ``stdout_tail`` and ``stderr_tail`` are empty): what a view of the whole run
+        reads. At 5 000 nodes of 16 KB programs this reads a tenth of the bytes of
+        :meth:`get_nodes` (``experiments/report_scale.py``)."""
+        skipped = {"code", "stdout_tail", "stderr_tail"}
+        columns = [c for c in NodeModel.__table__.columns if c.key not in skipped]
+        with self._session() as s:  # plain rows, not ORM objects: a third of the time at 5 000 nodes
+            rows = s.execute(select(*columns).where(NodeModel.run_id == run_id).order_by(NodeModel.seq))
+            return [_node(r, summary=True) for r in rows]
+
     def get_edges(self, run_id: int) -> list[FrozenEdge]:
         """All typed edges of a run."""
-        with self._session() as s:
-            return [_edge(m) for m in s.scalars(select(EdgeModel).where(EdgeModel.run_id == run_id).order_by(EdgeModel.id))]
+        with self._session() as s:  # plain rows, not ORM objects
+            return [_edge(r) for r in s.execute(select(*EdgeModel.__table__.columns).where(EdgeModel.run_id == run_id).order_by(EdgeModel.id))]
 
 
     def run_view(self, run_id: int) -> "RunView":

@@ -1,0 +1,159 @@
+"""A run as its storage holds it, read without an engine: what ``mcgs status`` shows.
+
+:func:`load_run` opens a run's storage read-only, reads the run record, its nodes and edges and
+the LLM cost ledger into a frozen :class:`RunSnapshot`, and closes the storage. It starts no
+engine: it writes nothing into the run folder, copies no input, loads no labels, builds no coder
+and runs no sandbox trial, so it works on a live run, a finished one, a run on a read-only mount
+and a run whose task folder is gone (Optuna's ``FrozenTrial`` is the model: a record, not a
+handle).
+
+The snapshot reports what the engine decided and stored; it recomputes nothing. The chosen node
+is the one the engine stored as the run's choice after its latest verdict
+(:attr:`RunSnapshot.chosen_node`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+from mcgs.node import FrozenEdge, FrozenNode, Operator
+from mcgs.run_folder import locate_run
+from mcgs.settings import SearchSettings
+from mcgs.storage import LLMCall, RunRecord, Storage
+from mcgs.task import TaskSpec
+
+__all__ = ["RunSnapshot", "load_run", "read_snapshot"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSnapshot:
+    """One run at one moment, as stored.
+
+    Attributes:
+        run_dir: The run directory.
+        record: The run's row (status, spend in seconds, the chosen node's id, settings).
+        task: The task, as the run recorded it (metric and its direction fixed there).
+        settings: The run's stored settings.
+        nodes: Every node in creation order, the root (seq 0) first. Without ``details`` their
+            ``code``, ``stdout_tail`` and ``stderr_tail`` are empty strings.
+        edges: Every typed edge in creation order.
+        llm_calls: The cost ledger in call order.
+        engine_gone: The run is stored as running (or paused, ensembling) but no process holds
+            its engine lock: the engine was killed before it could record a stop.
+        details: Whether the nodes carry their programs and output tails.
+    """
+
+    run_dir: Path
+    record: RunRecord
+    task: TaskSpec
+    settings: SearchSettings
+    nodes: tuple[FrozenNode, ...]
+    edges: tuple[FrozenEdge, ...]
+    llm_calls: tuple[LLMCall, ...]
+    engine_gone: bool
+    details: bool = False
+
+    @property
+    def run_id(self) -> int:
+        return self.record.id
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def status(self) -> str:
+        """The stored status (``created``, ``running``, ``paused``, ``ensembling``,
+        ``stopped``, ``finished``); see :attr:`engine_gone` for a run whose engine died."""
+        return self.record.status
+
+    @functools.cached_property
+    def by_id(self) -> dict[int, FrozenNode]:
+        """The nodes by storage id."""
+        return {n.id: n for n in self.nodes}
+
+    @property
+    def search_nodes(self) -> list[FrozenNode]:
+        """The nodes without the root."""
+        return [n for n in self.nodes if n.parent_id is not None]
+
+    @property
+    def chosen_node(self) -> FrozenNode | None:
+        """The node the run hands in, as the engine stored it after its latest verdict (the
+        best single node or an ensemble: :attr:`mcgs.search.Search.final_node`); None before
+        any valid node."""
+        return self.by_id.get(self.record.best_node_id) if self.record.best_node_id is not None else None
+
+    @property
+    def best_single_node(self) -> FrozenNode | None:
+        """The valid non-ensemble node with the best score in the task's direction (the
+        earliest on a tie), or None."""
+        singles = [n for n in self.nodes if n.is_valid and n.operator is not Operator.ENSEMBLE]
+        if not singles:
+            return None
+        sign = -1.0 if self.task.higher_is_better else 1.0
+        return min(singles, key=lambda n: (sign * n.score, n.seq))
+
+    @property
+    def spent_s(self) -> float:
+        """Seconds of the time budget spent: the stored figure, plus the time since the run's
+        last write while its engine is alive and searching (:func:`mcgs.status_view.live_elapsed`)."""
+        from mcgs.status_view import live_elapsed
+
+        return live_elapsed(self.record, self.engine_gone)
+
+
+def read_snapshot(storage: Storage, run_dir: str | Path, name: str, details: bool = False) -> RunSnapshot:
+    """Read the run named ``name`` from an open ``storage`` into a :class:`RunSnapshot`.
+
+    Args:
+        storage: The run's storage (left open).
+        run_dir: The run directory (for the engine lock and node folders).
+        name: The run's name in that storage.
+        details: Read every node's program and output tails too.
+
+    Raises:
+        mcgs.storage.StorageError: no run of that name.
+    """
+    from mcgs.status_view import engine_gone
+
+    run_dir = Path(run_dir)
+    record = storage.get_run(name)
+    nodes = storage.get_nodes(record.id) if details else storage.get_node_summaries(record.id)
+    return RunSnapshot(
+        run_dir=run_dir,
+        record=record,
+        task=TaskSpec.from_json(record.task_json),
+        settings=SearchSettings(**record.settings),
+        nodes=tuple(nodes),
+        edges=tuple(storage.get_edges(record.id)),
+        llm_calls=tuple(storage.llm_calls(record.id)),
+        engine_gone=engine_gone(run_dir, record),
+        details=details,
+    )
+
+
+def load_run(run_dir: str | Path, *, storage: str | None = None, name: str | None = None, details: bool = False) -> RunSnapshot:
+    """Read a run without starting an engine (``mcgs status``).
+
+    Args:
+        run_dir: The run directory.
+        storage: Storage URL; default the run's own (``RUN_DIR/storage.json`` or
+            ``RUN_DIR/mcgs.db``).
+        name: The run's name in that storage; default the only run there.
+        details: Read every node's program and output tails too.
+
+    Returns:
+        The snapshot; the storage is closed again.
+
+    Raises:
+        mcgs.run_folder.RunError: no run there (:func:`mcgs.run_folder.locate_run`).
+        mcgs.storage.StorageError: a storage written by another schema version.
+    """
+    store, record = locate_run(run_dir, storage=storage, name=name, read_only=True)
+    try:
+        return read_snapshot(store, run_dir, record.name, details=details)
+    finally:
+        store.close()
