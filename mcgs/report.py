@@ -4,6 +4,12 @@ The file holds the search graph (nodes coloured by state, shaped by operator, ed
 kind; clicking a node shows its plan, program, diff to its primary parent, output tails, score,
 runtime and LLM cost), the best-so-far score over time, and a table of all nodes. Charts are
 plotly figures with plotly.js inlined, so the file opens without a network.
+
+A run of more than :data:`FULL_DETAIL_NODES` nodes embeds the program, diff and log tails only
+of the nodes a reader looks at (the best :data:`FULL_DETAIL_TOP`, the chosen node with its
+ensemble members and their primary ancestors, and the newest :data:`FULL_DETAIL_NEWEST`); the
+others show what their table row holds (the plan's start among it), their error, and a link to
+their folder: at 5 000 nodes the file is under 10 MiB instead of 130 (``experiments/report_scale.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report", "write_report", "FULL_DETAIL_NODES"]
+
+#: Runs with at most this many nodes embed every node's program, diff and logs.
+FULL_DETAIL_NODES = 300
+#: In larger runs, the best valid nodes that do (by score, ensembles included).
+FULL_DETAIL_TOP = 30
+#: ... and the newest nodes that do.
+FULL_DETAIL_NEWEST = 20
+#: Characters of an error kept for the other nodes (their plan is the table's first 140).
+BRIEF_CHARS = 240
 
 STATE_COLOURS = {
     "valid": "#2ca02c", "buggy": "#d62728", "timeout": "#ff7f0e", "oom": "#8c564b", "disk": "#8c6d31", "process_limit": "#843c39",
@@ -66,12 +81,39 @@ def _node_costs(search) -> dict[int, float]:
     return costs
 
 
+def _full_detail_ids(search, nodes) -> set[int] | None:
+    """Ids of the nodes whose program, diff and logs the report embeds; None for all of them
+    (a run of at most :data:`FULL_DETAIL_NODES` nodes)."""
+    if len(nodes) <= FULL_DETAIL_NODES:
+        return None
+    by_id = {n.id: n for n in nodes}
+    sign = 1.0 if search.task.higher_is_better else -1.0
+    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: (-sign * n.score, n.seq))
+    keep = {n.id for n in valid[:FULL_DETAIL_TOP]}
+    keep |= {n.id for n in sorted(nodes, key=lambda n: -n.seq)[:FULL_DETAIL_NEWEST]}
+    chosen = [search.final_node, search.best_node]
+    for n in list(chosen):
+        if n is not None and n.operator.value == "ensemble":
+            chosen += [by_id[int(i)] for i in n.config.get("weights", {}) if int(i) in by_id]
+    for n in chosen:  # with their primary ancestors: the lineage a reader follows
+        while n is not None:
+            keep.add(n.id)
+            n = by_id.get(n.parent_id) if n.parent_id is not None else None
+    return keep
+
+
 def _details(search, nodes) -> dict[str, dict[str, Any]]:
     by_id = {n.id: n for n in nodes}
     costs = _node_costs(search)
+    full = _full_detail_ids(search, nodes)
     out = {}
     for n in nodes:
         parent = by_id.get(n.parent_id) if n.parent_id is not None else None
+        if full is not None and n.id not in full:
+            # the table row holds its number, parent, operator, state, score, reward, runtime and the
+            # start of its plan (the panel reads them there); here only what the row lacks
+            out[str(n.seq)] = {"brief": 1, "error": _brief(n.error or ""), "cost_usd": round(costs.get(n.seq, 0.0), 6), "attempts": n.attempts}
+            continue
         diff = ""
         if parent is not None and parent.code and n.code:
             diff = "".join(difflib.unified_diff(parent.code.splitlines(True), n.code.splitlines(True),
@@ -84,6 +126,10 @@ def _details(search, nodes) -> dict[str, dict[str, Any]]:
             "review": n.review.get("reasons", []) if isinstance(n.review, dict) else [],
         }
     return out
+
+
+def _brief(text: str) -> str:
+    return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 3] + "..."
 
 
 def _graph_figure(search, nodes, edges):
@@ -153,7 +199,7 @@ def render_report(search) -> str:
     table = [n for n in nodes if n.parent_id is not None]
     return env.get_template("report.html.j2").render(
         run=rec, task=search.task, settings=search.settings, best=best, nodes=table, seq_of={n.id: n.seq for n in nodes if n.parent_id is not None},
-        graph_html=graph_html, progress_html=progress_html,
+        graph_html=graph_html, progress_html=progress_html, nodes_dir=str(Path(search.run_dir).resolve() / "nodes"),
         details_json=json.dumps(_details(search, nodes)).replace("</", "<\\/"),
         spend=search.storage.llm_spend_usd(search.run_id), esc=html.escape,
         counts={s: sum(1 for n in table if n.state.value == s) for s in sorted({n.state.value for n in table})},

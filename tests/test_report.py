@@ -107,3 +107,57 @@ def test_the_report_renders_in_a_browser_and_a_click_on_a_node_shows_its_code(fi
         wait.until(lambda d: d.find_element(By.ID, "node-panel").get_attribute("data-seq") == str(other.seq))
     finally:
         driver.quit()
+
+
+def test_a_large_run_embeds_programs_only_for_the_nodes_a_reader_looks_at(finished_run, tmp_path, monkeypatch):
+    """Past FULL_DETAIL_NODES nodes the report embeds program, diff and logs for the best nodes,
+    the chosen node's lineage and the newest ones; the others keep their error and read the rest
+    from their table row, with a link to their folder (a 5 000-node report was 130 MiB with every
+    program, under 10 MiB so: experiments/report_scale.py)."""
+    import json
+
+    import mcgs.report as report
+
+    search = open_search(finished_run, read_only=True)
+    nodes = search.nodes()
+    monkeypatch.setattr(report, "FULL_DETAIL_NODES", 2)
+    monkeypatch.setattr(report, "FULL_DETAIL_TOP", 1)
+    monkeypatch.setattr(report, "FULL_DETAIL_NEWEST", 1)
+    path = report.write_report(search, tmp_path / "report.html")
+    html = path.read_text()
+    details = json.loads(re.search(r'<script id="node-details" type="application/json">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
+    by_id = {n.id: n for n in nodes}
+    keep = {search.final_node.seq, search.best_node.seq, max(n.seq for n in nodes)}
+    for n in list(keep):
+        cur = next(x for x in nodes if x.seq == n)
+        while cur is not None:  # the lineage, and for an ensemble its members'
+            keep.add(cur.seq)
+            cur = by_id.get(cur.parent_id)
+    brief = {int(s) for s, d in details.items() if d.get("brief")}
+    assert brief and not brief & keep
+    assert all("code" not in details[str(s)] and "stdout" not in details[str(s)] for s in brief)
+    by_seq = {n.seq: n for n in nodes}
+    assert all(details[str(s)]["code"] == by_seq[s].code for s in keep)
+    # in a browser, a brief node's row opens a panel with its facts and a link to its program
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("CI=true but chromium / chromedriver are missing (.ci/run installs them)")
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    pytest.importorskip("selenium")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    node = by_seq[min(brief)]
+    driver = _browser()
+    try:
+        driver.get(path.as_uri())
+        driver.find_element(By.CSS_SELECTOR, f'#node-table tr[data-seq="{node.seq}"]').click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "node-panel").get_attribute("data-seq") == str(node.seq))
+        panel = driver.find_element(By.ID, "node-panel")
+        assert f"node {node.seq} · {node.operator.value} · {node.state.value}" in panel.find_element(By.TAG_NAME, "h2").text
+        assert not panel.find_elements(By.CSS_SELECTOR, "pre.code")
+        link = panel.find_element(By.CSS_SELECTOR, "p.brief a").get_attribute("href")
+        assert link.endswith(f"/run/nodes/{node.seq:05d}/solution.py"), link
+        assert (node.plan or "")[:40] in panel.text
+    finally:
+        driver.quit()
