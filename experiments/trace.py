@@ -42,14 +42,14 @@ def task_folder(name: str, work: Path, raw: Path | None) -> Path:
         raise SystemExit(f"--raw is needed to prepare {name}")
     data = work / "data"
     if not (data / name / "prepared" / "public").is_dir():
-        subprocess.run([sys.executable, "-m", "mcgs", "mlebench", "prepare", name, "--raw", str(raw / name), "--out", str(data)], check=True)
+        subprocess.run([sys.executable, "-m", "mcgs", "mlebench", "prepare", name, "--raw", str(raw / name / "raw"), "--out", str(data)], check=True)
     return data / name / "prepared" / "public"
 
 
 def read_trace(run_dir: Path) -> list[str]:
     """One line per node of the run in ``run_dir`` (its ``mcgs.db``), in creation order."""
     db = sqlite3.connect(f"file:{run_dir / 'mcgs.db'}?mode=ro", uri=True)
-    rows = db.execute("select id, seq, parent_id, operator, state, config, score from nodes order by seq").fetchall()
+    rows = db.execute("select id, seq, parent_id, operator, state, config_json, score from nodes order by seq").fetchall()
     seq_of = {r[0]: r[1] for r in rows}
     lines = []
     for _id, seq, parent, op, state, config, score in rows:
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("task", help="demo, or an MLE-bench competition id (with --raw)")
     ap.add_argument("--work", type=Path, required=True, help="Scratch folder; its run/ is replaced.")
     ap.add_argument("--out", type=Path, required=True, help="Trace file to write.")
-    ap.add_argument("--raw", type=Path, help="Folder holding <competition>/ raw files (../shared/data).")
+    ap.add_argument("--raw", type=Path, help="Folder holding <competition>/raw/ (../shared/data).")
     ap.add_argument("--max-nodes", type=int, default=25)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
