@@ -43,7 +43,7 @@ def task_folder(name: str, work: Path, raw: Path | None) -> Path:
     data = work / "data"
     if not (data / name / "prepared" / "public").is_dir():
         subprocess.run([sys.executable, "-m", "mcgs", "mlebench", "prepare", name, "--raw", str(raw / name / "raw"), "--out", str(data)], check=True)
-    return data / name / "prepared" / "public"
+    return data / name
 
 
 def read_trace(run_dir: Path) -> list[str]:
