@@ -322,8 +322,8 @@ def _summary(search):
         t.add_row("best submission", str(path / "submission.csv"))
     for label, text in choice_notes(nodes, best, search.task.higher_is_better):
         t.add_row(label, text)
-    if search.stop_reason:
-        t.add_row("stopped because", search.stop_reason)
+    if search.stop_message:
+        t.add_row("stopped because", search.stop_message)
     out.print(t)
     if best is not None:
         # printed outside the table, one command a line, never wrapped by rich: a table cell
@@ -508,6 +508,7 @@ def resume(
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
+        from mcgs.budget import MIN_CANDIDATE_S, StopReason
         from mcgs.engine_lock import EngineBusy, engine_holder
         from mcgs.run_folder import wait_for_free_space
         from mcgs.search import open_search
@@ -521,18 +522,18 @@ def resume(
             except KeyboardInterrupt:
                 raise typer.Exit(130) from None
         search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None, storage=storage)
-        if search.clock.remaining < 5:
+        if search.clock.remaining < MIN_CANDIDATE_S:
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
             )
         if max_nodes is not None:  # stored with the run when it starts
             search.settings = search.settings.model_copy(update={"max_nodes": max_nodes})
-        spent = search._budget_exhausted() if search.run_record.status == "finished" else None
-        if spent == "node budget spent":
+        spent = search.budget_exhausted() if search.run_record.status == "finished" else None
+        if spent is StopReason.NODES:
             raise _UserError(
                 f"the run's node budget of {search.settings.max_nodes} nodes is already spent; give a larger total with --max-nodes"
             )
-        if spent == "time budget spent":  # finished with too little left for a candidate
+        if spent is StopReason.TIME:  # finished with too little left for a candidate
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is spent ({search.clock.elapsed:.0f}s used, too little left for "
                 f"a candidate); give a larger total with --time-budget"
@@ -717,7 +718,7 @@ def set_live(
 ) -> None:
     """Change a setting of a live run (read by the run at its next step): min_free_disk_mb."""
     with _user_errors():
-        from mcgs.search import LIVE_SETTINGS, OVERRIDES_NAME, open_search
+        from mcgs.run_folder import LIVE_SETTINGS, OVERRIDES_NAME, locate_run
         from mcgs.settings import SearchSettings
 
         name, sep, value = assignment.partition("=")
@@ -730,7 +731,7 @@ def set_live(
             parsed = getattr(SearchSettings(**{name: value}), name)
         except ValidationError as exc:
             raise _UserError(f"{name}={value!r}: {exc.errors()[0]['msg']}") from None
-        open_search(run_dir, read_only=True).storage.close()  # a run is there and its storage opens
+        locate_run(run_dir, read_only=True)[0].close()  # a run is there and its storage opens
         path = run_dir / OVERRIDES_NAME
         try:
             data = json.loads(path.read_text()) if path.is_file() else {}

@@ -77,6 +77,7 @@ from typing import Iterable, Mapping, Sequence
 import psutil
 
 __all__ = [
+    "result_of_run",
     "ISOLATION_NAMESPACES",
     "ISOLATION_SESSION",
     "namespace_isolation_available",
@@ -253,6 +254,29 @@ class ExecutionResult:
     error: str | None
     traceback_tail: str | None
     peak_rss_mb: float | None
+
+
+def result_of_run(returncode: int | None, runtime_s: float, stdout: str = "", stderr: str = "", *, timed_out: bool = False,
+                  tail_chars: int = 4000) -> ExecutionResult:
+    """The record of a program run by the caller rather than the sandbox (``Search.ask`` and
+    ``Search.tell``), classified as the sandbox classifies its own runs.
+
+    Args:
+        returncode: The process's exit code (negative for a signal), None if it never started.
+        runtime_s: Its wall time, seconds.
+        stdout, stderr: What it printed (the tails are kept).
+        timed_out: The caller stopped it at its time limit.
+        tail_chars: Characters of each output kept.
+
+    Returns:
+        ``OK`` on exit code 0, else ``TIMEOUT``, ``OOM``, ``DISK``, ``PROCESS_LIMIT`` or
+        ``BUGGY`` by the same rules as :func:`run_program` (the last exception in stderr).
+    """
+    limits = SandboxLimits(timeout_s=max(runtime_s, 1e-3), memory_mb=None, tail_chars=tail_chars)
+    out, err = stdout[-tail_chars:] if tail_chars else "", stderr[-tail_chars:] if tail_chars else ""
+    outcome, error, tb = _classify(returncode, "timeout" if timed_out else None, err, limits, runtime_s)
+    return ExecutionResult(outcome=outcome, returncode=returncode, runtime_s=runtime_s, stdout_tail=out, stderr_tail=err,
+                           error=error, traceback_tail=tb, peak_rss_mb=None)
 
 
 def scrubbed_env(

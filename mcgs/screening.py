@@ -25,7 +25,7 @@ from typing import Any
 from mcgs.coders import CoderAnswer
 from mcgs.task import TaskSpec, read_table
 
-__all__ = ["PlanResult", "build_screen_task", "run_screen", "rank_plans", "save_plans", "load_plans"]
+__all__ = ["PlanResult", "PlanQueue", "build_screen_task", "run_screen", "rank_plans", "save_plans", "load_plans"]
 
 # Test rows each screening program predicts (enough to check the submission's shape).
 SCREEN_TEST_ROWS = 300
@@ -200,3 +200,87 @@ def save_plans(path: Path, ranked: list[PlanResult], meta: dict[str, Any]) -> No
 def load_plans(path: Path) -> tuple[list[PlanResult], dict[str, Any]]:
     data = json.loads(path.read_text())
     return [PlanResult.from_json(d) for d in data.pop("plans")], data
+
+
+class PlanQueue:
+    """A run's screened draft plans, best first: Draft takes them before asking the coder.
+
+    Args:
+        search: The search whose drafts the plans become.
+    """
+
+    def __init__(self, search):
+        self.search = search
+        self.plans: list[PlanResult] = []
+
+    @property
+    def path(self) -> Path:
+        """``RUN_DIR/screen/plans.json``: the stored ranking."""
+        return self.search.run_dir / "screen" / "plans.json"
+
+    def __bool__(self) -> bool:
+        return bool(self.plans)
+
+    def prepare(self) -> None:
+        """Write ``plan_candidates`` draft plans, screen them on a row subsample, and queue them
+        best first. On resume, the stored ranking is reused and plans already drafted are
+        skipped; with no screening (``plan_candidates=0``, drafts already made, or too little
+        budget) the queue stays empty."""
+        from mcgs.node import NodeState, Operator
+
+        search = self.search
+        k = search.settings.plan_candidates
+        drafted = sum(n.operator is Operator.DRAFT for n in search.nodes())
+        if self.path.is_file():
+            ranked, _ = load_plans(self.path)
+            self.plans = ranked[drafted:]
+            return
+        if k <= 0 or drafted > 0:
+            return
+        from mcgs.node import FrozenNode
+        from mcgs.operators import OperatorContext, build_request
+        from mcgs.policy import Expansion
+
+        g = search.graph()
+        root = next(n for n in search.nodes() if n.parent_id is None)
+        plans: list[CoderAnswer] = []
+        stubs: list = []
+        for i in range(k):
+            ctx = OperatorContext(graph=g, task=search.task, profile=search.profile, settings=search.settings, seed=search.settings.seed * 100_003 + 1 + i)
+            req = dataclasses.replace(build_request(ctx, Expansion(parent_id=root.id, operator=Operator.DRAFT, reason="plan")), siblings=tuple(stubs))
+            answer = search.coder.write(req)
+            model = (answer.config or {}).get("model")
+            if any(a.code == answer.code or (model and (a.config or {}).get("model") == model) for a in plans):
+                break  # the coder has no new plan (a recipe coder repeats a model family)
+            plans.append(answer)
+            stubs.append(FrozenNode(id=-1 - i, seq=-1 - i, parent_id=root.id, operator=Operator.DRAFT, state=NodeState.PENDING, config=answer.config, plan=answer.plan))
+        self._screen(plans)
+
+    def _screen(self, plans: list[CoderAnswer]) -> None:
+        search = self.search
+        share = search.settings.screen_share * search.clock.remaining
+        if share < 5.0 * len(plans):
+            search.say(f"budget too small to screen {len(plans)} draft plans ({share:.0f}s of screening time); drafting them in the order the coder proposed")
+            return
+        folder = search.run_dir / "screen"
+        screen = build_screen_task(search.task, folder / "task", search.settings.screen_rows, search.settings.seed)
+        t0 = time.monotonic()
+        results = run_screen(
+            plans, screen, folder, timeout_s=search.settings.screen_timeout_s, time_share_s=share, threads=max(1, search.settings.cpu_threads),
+            memory_mb=search.settings.memory_mb, cancel=search.stop_event, train_only_columns=search.profile.get("train_only_columns", ()),
+            isolation=search.isolation, disk_mb=search.disk.cap_mb(), max_output_bytes=search.max_output_bytes,
+        )
+        ranked = rank_plans(results, search.task.higher_is_better)
+        save_plans(self.path, ranked, {"rows": screen.n_train, "seconds": round(time.monotonic() - t0, 1)})
+        search.say(f"screened {sum(r.state != 'skipped' for r in ranked)} of {len(ranked)} draft plans on {screen.n_train} rows; drafting best first:")
+        for r in ranked:
+            model = r.answer.config.get("model", "?") if r.answer.config else "?"
+            search.say(f"  plan {model}: {r.state}{f' {r.score:.5g}' if r.score is not None else ''} ({r.runtime_s:.1f}s)")
+        self.plans = ranked
+
+    def pop(self) -> CoderAnswer:
+        """The best remaining screened plan, its screening result noted in the plan text."""
+        r = self.plans.pop(0)
+        metric = self.search.task.metric
+        note = f"screened: {metric} {r.score:.5g} on a row subsample in {r.runtime_s:.0f}s" if r.score is not None else f"screening: {r.state}"
+        return dataclasses.replace(r.answer, plan=f"({note}) {r.answer.plan}")

@@ -24,7 +24,7 @@ from mcgs.settings import SearchSettings
 from mcgs.storage import LLMCall, RunRecord, Storage
 from mcgs.task import TaskSpec
 
-__all__ = ["RunSnapshot", "load_run", "read_snapshot"]
+__all__ = ["RunSnapshot", "load_run", "read_snapshot", "nodes_dataframe"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,3 +157,33 @@ def load_run(run_dir: str | Path, *, storage: str | None = None, name: str | Non
         return read_snapshot(store, run_dir, record.name, details=details)
     finally:
         store.close()
+
+
+def nodes_dataframe(nodes):
+    """Nodes as a pandas DataFrame, one row per node in creation order (the root excluded), like
+    Optuna's ``trials_dataframe``.
+
+    Columns: ``seq`` (node number), ``id``, ``parent_seq``, ``operator``, ``state``, ``score``
+    (engine CV score in the task metric; NaN unless valid), ``reward``, ``runtime_s``, ``depth``,
+    ``attempts``, ``owner``, ``plan``, ``error``, ``knowledge_ids`` (comma-separated),
+    ``created_at``, ``finished_at`` (UTC).
+    """
+    import pandas as pd
+
+    seq_of = {n.id: n.seq for n in nodes}
+    rows = [
+        {
+            "seq": n.seq, "id": n.id, "parent_seq": seq_of.get(n.parent_id), "operator": n.operator.value, "state": n.state.value,
+            "score": n.score, "reward": n.reward, "runtime_s": n.runtime_s, "depth": n.depth, "attempts": n.attempts,
+            "owner": n.owner, "plan": n.plan, "error": n.error, "knowledge_ids": ",".join(n.knowledge_ids),
+            "created_at": n.created_at, "finished_at": n.finished_at,
+        }
+        for n in nodes
+        if n.parent_id is not None
+    ]
+    columns = ["seq", "id", "parent_seq", "operator", "state", "score", "reward", "runtime_s", "depth", "attempts",
+               "owner", "plan", "error", "knowledge_ids", "created_at", "finished_at"]
+    df = pd.DataFrame(rows, columns=columns)
+    df["score"] = df["score"].astype(float)
+    df["parent_seq"] = df["parent_seq"].astype("Int64")
+    return df

@@ -163,7 +163,7 @@ def _python_blocks(md: Path) -> list[str]:
 @pytest.mark.slow
 def test_the_examples_in_docs_api_md_run_as_written(tmp_path):
     blocks = _python_blocks(REPO / "docs" / "api.md")
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     env = {**os.environ, "MCGS_ENSEMBLE": "false", "MCGS_NODE_TIMEOUT_SHARE": "1.0"}  # no timeouts on a loaded machine
     for i, code in enumerate(blocks):
         res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)

@@ -84,7 +84,7 @@ def test_ensembles_during_the_search_are_put_off_beyond_their_time_share(demo_ta
     during = [n for n in ensembles if "ensemble during the search" in n.plan]
     assert len(during) == 1 and any("final ensemble" in n.plan for n in ensembles)
     assert "ensemble during the search put off" in caplog.text
-    assert search._ensemble_select_s > 0
+    assert search.ensemble_state.select_s > 0
 
 
 class SocketInjector:

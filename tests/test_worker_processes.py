@@ -149,7 +149,7 @@ def test_a_worker_starts_no_node_once_the_engine_ensembles_or_a_budget_is_spent(
     running = [add("engine:1:1") for _ in range(2)]
     for n in running:
         s.storage.set_running(n.id, f"nodes/{n.seq:05d}")
-    assert s._budget_exhausted() == "node budget spent"
+    assert s.budget_exhausted() == "node budget spent"
     s.storage.close()
     # the engine's clock: 0 s stored as spent, but its last write was 650 s ago, on a 600 s budget
     con = sqlite3.connect(run_dir / "mcgs.db")
@@ -158,7 +158,7 @@ def test_a_worker_starts_no_node_once_the_engine_ensembles_or_a_budget_is_spent(
     con.commit()
     con.close()
     s = open_search(run_dir)
-    assert s._budget_exhausted() is None  # its own clock, at the stored 0 s, would launch
+    assert s.budget_exhausted() is None  # its own clock, at the stored 0 s, would launch
     assert s.work() == 0 and {n.seq: n.state for n in s.nodes()}[queued.seq] is NodeState.PENDING
     s.storage.close()
 

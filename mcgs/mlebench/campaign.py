@@ -146,7 +146,9 @@ def ensure_prepared(comp: str, data_dir: Path, raw_root: Path | None, say: Calla
 
 
 def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None]) -> dict[str, Any]:
-    from mcgs.search import DB_NAME, create_search, open_search
+    from mcgs.budget import MIN_CANDIDATE_S
+    from mcgs.run_folder import DB_NAME
+    from mcgs.search import create_search, open_search
     from mcgs.settings import SearchSettings
 
     run_dir = spec.out_dir / "runs" / f"{comp}-seed{seed}"
@@ -155,7 +157,7 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
         search = open_search(run_dir)
         if search.run_record.status != "finished":
             say(f"{comp} seed {seed}: resuming ({search.clock.remaining:.0f}s of budget left)")
-            if search.clock.remaining > 5:
+            if search.clock.remaining > MIN_CANDIDATE_S:
                 search.run()
     else:
         say(f"{comp} seed {seed}: searching for {spec.time_budget_s:.0f}s")

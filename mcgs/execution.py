@@ -1,0 +1,293 @@
+"""Where and how a run's candidates execute: the engine's loop, its worker threads, remote workers.
+
+:class:`mcgs.search.Search` selects, writes, scores and stores; this module drives it. The
+search loop runs the baseline and the draft-plan screening, then expands one node at a time
+(:func:`search_serially`) or keeps ``workers`` candidates running at once on a thread pool
+(:func:`search_in_parallel`: only the calling thread selects and writes programs, each worker
+thread drives one sandbox process). :func:`work` is a joining worker (``mcgs worker``) on a run
+whose engine lives elsewhere. Nodes are claimed through the storage with leases that a heartbeat
+renews (:func:`heartbeat`); a node whose worker was lost is queued again (:func:`requeue_lost`),
+and one cut short by a stop is copied and queued on resume (:func:`retry_interrupted`).
+
+The functions take the search they drive, as Optuna's ``_optimize`` takes its study: the facade
+stays small and this is where a Ray or Dask executor would plug in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from mcgs.candidate_files import CandidateFileError
+from mcgs.coders import CoderStop
+from mcgs.contract import prepare_workspace
+from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
+from mcgs.sandbox import run_program
+
+__all__ = ["announce", "search_serially", "search_in_parallel", "work", "execute", "prepare_node_workspace", "heartbeat", "requeue_lost",
+           "retry_interrupted", "oversubscription"]
+
+logger = logging.getLogger(__name__)
+
+
+def announce(search) -> None:
+    """Say what a user should know as a sitting starts: cores oversubscribed (a warning, said
+    once: the CLI prints ``say``, a library caller's log gets it), what the task loader inferred
+    (a target, say), and the training columns the test file lacks (never features)."""
+    for warning in oversubscription(search.settings):
+        search.warn(f"warning: {warning}")
+    for note in search.task.notes:
+        search.say(f"note: {note}")
+    train_only = list(search.profile.get("train_only_columns", ()))
+    if train_only:
+        shown = ", ".join(repr(c) for c in train_only[:8]) + (f" and {len(train_only) - 8} more" if len(train_only) > 8 else "")
+        search.say(f"note: {len(train_only)} column(s) of the training file are not in the test file and are never features: {shown}")
+
+
+def oversubscription(settings) -> list[str]:
+    """Why candidates would compete for cores (each gets ``max(1, cpu_threads // workers)``
+    threads): more workers than ``cpu_threads``, or more threads than this machine has. The run
+    goes on; a candidate slowed by the contention may hit its time limit."""
+    s, cores = settings, os.cpu_count() or 1
+    out = []
+    if s.workers > s.cpu_threads:
+        out.append(f"{s.workers} workers with {s.cpu_threads} CPU thread(s) in all: each candidate still gets one thread, so "
+                   f"{s.workers} candidates share {s.cpu_threads} and may time out; give at most as many workers as "
+                   f"CPU threads (--workers, --cpu-threads)")
+    if s.cpu_threads > cores:
+        out.append(f"{s.cpu_threads} CPU threads asked for on a machine with {cores} core(s): candidates will compete for "
+                   f"the cores and may time out; give at most {cores} (--cpu-threads)")
+    return out
+
+
+@contextlib.contextmanager
+def heartbeat(search, clock: bool = False):
+    """Renew this process's leases every third of ``lease_s`` while the body runs; with
+    ``clock`` (the engine, which owns the run's clock) store the time spent too, so an engine
+    killed mid-candidate (SIGKILL, a lost machine) loses at most one beat of its spend rather
+    than everything since its last finished node."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(search.settings.lease_s / 3):
+            try:
+                search.storage.renew_leases(search.owner, search.settings.lease_s)
+                if clock:
+                    search.storage.update_run(search.run_id, elapsed_s=search.clock.elapsed)
+            except BaseException as exc:  # a missed beat is retried; the lease covers two more
+                logger.warning("heartbeat failed: %s", exc or type(exc).__name__)
+
+    thread = threading.Thread(target=beat, name="mcgs-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def requeue_lost(search) -> None:
+    """Queue again the nodes whose worker is gone (its lease lapsed); past ``max_attempts``
+    claims a node is marked interrupted instead."""
+    requeued, lost = search.storage.requeue_lost(search.run_id, search.settings.max_attempts)
+    if requeued:
+        search.say(f"{len(requeued)} node(s) whose worker was lost are queued again")
+    if lost:
+        logger.warning("%d node(s) lost their worker %d times and are marked interrupted", len(lost), search.settings.max_attempts)
+
+
+def retry_interrupted(search) -> list[FrozenNode]:
+    """Queue a copy of every INTERRUPTED node not tried again yet: a node cut short by a stop or
+    by the end of the budget carries no verdict, so a resumed run runs the same program (same
+    parent, operator, plan, code and edges; ``config.retry_of`` names the node) instead of
+    writing a new one, and the expansion is not lost (a Ctrl-C during the first LightGBM draft
+    used to drop that family for the rest of the run). The interrupted node stays as it was:
+    finished history is immutable. Nodes lost by ``max_attempts`` workers in a row are not tried
+    again.
+
+    Returns:
+        The queued copies.
+    """
+    nodes = search.nodes()
+    retried = {n.config.get("retry_of") for n in nodes if n.config.get("retry_of") is not None}
+    todo = [n for n in nodes if n.state is NodeState.INTERRUPTED and n.seq not in retried and n.attempts < search.settings.max_attempts]
+    if not todo:
+        return []
+    extra: dict[int, list] = {}
+    for e in search.storage.get_edges(search.run_id):
+        if e.kind is not EdgeKind.DERIVES:
+            extra.setdefault(e.dst, []).append((e.src, e.kind, e.data))
+    return [search.storage.add_node(search.run_id, parent_id=n.parent_id, operator=n.operator, plan=n.plan, code=n.code,
+                                    config={**n.config, "retry_of": n.seq}, knowledge_ids=n.knowledge_ids,
+                                    extra_edges=extra.get(n.id, ()), review=n.review)
+            for n in todo]
+
+
+def prepare_node_workspace(search, node: FrozenNode) -> tuple[Path, str | None]:
+    """Create ``node``'s workspace (its program, ``input`` linked to the run's input; for an
+    ensemble node, its members' predictions under ``members/``) and mark the node RUNNING.
+
+    Returns:
+        The workspace, and None, or why the node cannot run (an ensemble member's artifacts
+        are lost): the caller records it ``invalid_output``.
+    """
+    ws = search.disk.with_space(lambda: prepare_workspace(search.input_dir, search.node_dir(node), node.code), search.node_dir(node))
+    problem = None
+    if node.operator is Operator.ENSEMBLE:
+        try:
+            search.copy_members(node, ws)
+        except CandidateFileError as exc:  # a member's workspace was removed or damaged since
+            problem = f"a member's artifacts are lost: {exc}"
+    search.storage.set_running(node.id, str(ws.relative_to(search.run_dir)))
+    return ws, problem
+
+
+def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
+    """Run a stored node's program in its workspace in the run's sandbox, then let the search
+    score and store the verdict (:meth:`mcgs.search.Search.tell`).
+
+    Args:
+        search: The search.
+        node: A PENDING node claimed by this process.
+        timeout: Its time limit, seconds (at least 1 is given).
+        seed: ``MCGS_SEED`` for the program.
+
+    Returns:
+        The finished node.
+
+    Raises:
+        KeyboardInterrupt: the search is being stopped; the program was killed and no verdict
+            stored (the caller marks the node interrupted).
+    """
+    ws, problem = prepare_node_workspace(search, node)
+    if problem is not None:
+        return search.record_verdict(node, NodeState.INVALID_OUTPUT, None, problem, None)
+    timeout = max(1.0, timeout)
+    result = run_program(ws, "solution.py", search.sandbox_limits(timeout), extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event)
+    if search.stop_requested:  # stopped by the user: no verdict on the program
+        raise KeyboardInterrupt("stop requested")
+    return search.judge(node, result, cut_s=timeout if timeout < search.settings.node_limit_s - 1e-6 else None)
+
+
+def search_serially(search) -> None:
+    """Expand one node at a time until a budget is spent (``workers=1``)."""
+    while True:
+        if search.stop_requested:
+            raise KeyboardInterrupt("stop requested")
+        search.disk.wait_for_floor()
+        reason = search.budget_exhausted()
+        if reason:
+            search.stop_reason = reason
+            return
+        try:
+            search.step()
+        except CoderStop as exc:
+            search.coder_stopped(exc)
+
+
+def search_in_parallel(search) -> None:
+    """Keep ``settings.workers`` candidates running at once (DESIGN §7).
+
+    Only this thread selects and writes programs; worker threads each drive one sandbox process
+    with ``cpu_threads // workers`` threads. A launched node is stored PENDING at once, so the
+    next selection sees it as an in-flight visit with the virtual loss and goes elsewhere.
+    Coordination is through the storage (SQLite in WAL mode).
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    workers = search.settings.workers
+    in_flight: dict = {}
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcgs-worker")
+    try:
+        while True:
+            if search.stop_requested:
+                raise KeyboardInterrupt("stop requested")
+            while len(in_flight) < workers:
+                search.disk.wait_for_floor()
+                reason = search.budget_exhausted(in_flight=len(in_flight))
+                if reason:
+                    search.stop_reason = reason
+                    break
+                try:
+                    launched = search.launch()
+                except CoderStop as exc:
+                    search.coder_stopped(exc)
+                    continue
+                if launched is None:
+                    continue  # finished without running (rejected, or an ensemble built inline)
+                node, timeout, seed = launched
+                in_flight[pool.submit(execute, search, node, timeout, seed)] = node
+            if not in_flight:
+                break
+            done, _ = wait(list(in_flight), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                in_flight.pop(fut)
+                fut.result()  # re-raise a worker's error (or its KeyboardInterrupt on stop)
+    except BaseException:
+        search.request_stop()  # workers kill their candidates and return
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def work(search, drain: bool = False) -> int:
+    """Take part in a run as one more worker (``mcgs worker``): claim queued nodes and, unless
+    ``drain``, select and write new ones, until the run finishes, its engine builds the final
+    ensemble (status ``ensembling``) or the budget (the engine's clock) or node budget is spent.
+
+    Workers may run in other processes or on other machines sharing the storage (PostgreSQL)
+    and the artifacts folder. A worker records node verdicts only: the run's status, clock,
+    final ensemble and ``best/`` belong to the process that runs :meth:`mcgs.search.Search.run`.
+
+    Args:
+        search: The search, opened by this worker.
+        drain: Only run queued nodes; return when none is left.
+
+    Returns:
+        How many nodes this worker finished.
+
+    Raises:
+        KeyboardInterrupt: after recording this worker's running node INTERRUPTED.
+    """
+    from mcgs.status_view import live_elapsed
+
+    search.is_worker = True
+    requeue_lost(search)
+    done = 0
+    try:
+        with heartbeat(search):
+            while not search.stop_requested:
+                run = search.storage.get_run(search.run_record.name)
+                if run.status in ("finished", "ensembling"):
+                    break
+                if run.status == "running":  # the engine's clock: the elapsed time stored at
+                    # its last write (when this worker joined) lags it by up to a node
+                    search.clock.elapsed_before, search.clock.started, search.clock.paused_s = live_elapsed(run), time.monotonic(), 0.0
+                if search.budget_exhausted():
+                    break
+                if drain:
+                    node = search.storage.claim_node(search.run_id, search.owner, search.settings.lease_s)
+                    if node is None:
+                        break
+                    launched = (node, search.budget.node_timeout(), search.node_seed(node))
+                else:
+                    try:
+                        launched = search.launch()
+                    except CoderStop:
+                        break
+                    if launched is None:
+                        continue
+                search.say(f"worker {search.owner}: running node {launched[0].seq} (attempt {launched[0].attempts})")
+                execute(search, *launched)
+                done += 1
+            if search.stop_requested:
+                raise KeyboardInterrupt("stop requested")
+    except BaseException:
+        search.storage.interrupt_unfinished(search.run_id, owner=search.owner)
+        raise
+    return done
+
