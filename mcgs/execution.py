@@ -16,22 +16,75 @@ stays small and this is where a Ray or Dask executor would plug in.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
 import time
 from pathlib import Path
 
+from mcgs.best_folder import copy_members
+from mcgs.budget import MIN_CANDIDATE_S
 from mcgs.candidate_files import CandidateFileError
 from mcgs.coders import CoderStop
 from mcgs.contract import prepare_workspace
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
+from mcgs.run_folder import RunError
 from mcgs.sandbox import run_program
+from mcgs.settings import SearchSettings
+from mcgs.verdicts import judge, record_verdict
 
-__all__ = ["announce", "search_serially", "search_in_parallel", "work", "execute", "prepare_node_workspace", "heartbeat", "requeue_lost",
+__all__ = ["begin", "announce", "search_serially", "search_in_parallel", "work", "execute", "prepare_node_workspace", "heartbeat", "requeue_lost",
            "retry_interrupted", "oversubscription"]
 
 logger = logging.getLogger(__name__)
+
+
+def begin(search, time_budget=None, workers=None, max_nodes=None):
+    """Start a sitting of the engine: take the run's engine lock, store the settings given
+    (a resume's new budgets), say what the run should know (:func:`announce`), kill candidates a
+    killed engine left, queue again the nodes a lost worker or a stop left, and mark the run
+    running.
+
+    Returns:
+        The engine lock (:mod:`mcgs.engine_lock`), to close when the sitting ends.
+
+    Raises:
+        RunError: another live process is searching this run; nothing was changed.
+    """
+    from mcgs.engine_lock import EngineBusy, acquire
+    from mcgs.sandbox import kill_candidates
+    from mcgs.settings import parse_duration
+
+    try:
+        lock = acquire(search.run_dir)
+    except EngineBusy as exc:
+        raise RunError(str(exc)) from None
+    changes = {k: v for k, v in (("time_budget_s", None if time_budget is None else parse_duration(time_budget)),
+                                 ("workers", workers), ("max_nodes", max_nodes)) if v is not None}
+    try:
+        if changes:
+            search.settings = SearchSettings(**{**search.settings.model_dump(), **changes})
+            search.budget.take_time_budget()
+        # stored every time: a budget given to load_search (mcgs resume --time-budget) too
+        search.storage.update_run(search.run_id, settings_json=json.dumps(search.settings.model_dump(mode="json"), default=str))
+        announce(search)
+        orphans = kill_candidates(search.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
+        if orphans:
+            logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
+        requeue_lost(search)
+        again = retry_interrupted(search)
+        if again:
+            search.say(f"{len(again)} node(s) interrupted earlier are queued again (the same program, no new coder call)")
+        search.storage.update_run(search.run_id, status="running")
+    except BaseException:
+        lock.close()
+        raise
+    logger.info("run %s: budget %.0f s, %.0f s already spent", search.run_record.name, search.clock.budget_s, search.clock.elapsed_before)
+    if search.clock.remaining < MIN_CANDIDATE_S:
+        search.say(f"the time budget of {search.clock.budget_s:.0f} s is spent ({search.clock.elapsed_before:.0f} s used): no new candidate; "
+                   f"give a larger total budget to search on (mcgs resume RUN_DIR --time-budget, or run(time_budget=...))")
+    return lock
 
 
 def announce(search) -> None:
@@ -139,7 +192,7 @@ def prepare_node_workspace(search, node: FrozenNode) -> tuple[Path, str | None]:
     problem = None
     if node.operator is Operator.ENSEMBLE:
         try:
-            search.copy_members(node, ws)
+            copy_members(node, {n.id: n for n in search.nodes()}, search.node_dir, ws, search.max_output_bytes)
         except CandidateFileError as exc:  # a member's workspace was removed or damaged since
             problem = f"a member's artifacts are lost: {exc}"
     search.storage.set_running(node.id, str(ws.relative_to(search.run_dir)))
@@ -165,12 +218,12 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
     """
     ws, problem = prepare_node_workspace(search, node)
     if problem is not None:
-        return search.record_verdict(node, NodeState.INVALID_OUTPUT, None, problem, None)
+        return record_verdict(search, node, NodeState.INVALID_OUTPUT, None, problem, None)
     timeout = max(1.0, timeout)
     result = run_program(ws, "solution.py", search.sandbox_limits(timeout), extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event)
     if search.stop_requested:  # stopped by the user: no verdict on the program
         raise KeyboardInterrupt("stop requested")
-    return search.judge(node, result, cut_s=timeout if timeout < search.settings.node_limit_s - 1e-6 else None)
+    return judge(search, node, result, cut_s=timeout if timeout < search.settings.node_limit_s - 1e-6 else None)
 
 
 def search_serially(search) -> None:

@@ -9,7 +9,6 @@ happens, so a run stopped for any reason resumes with :func:`mcgs.load_search` (
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -20,33 +19,27 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mcgs.best_folder import copy_members, write_best
-from mcgs.budget import MIN_CANDIDATE_S, Budget, StopReason
-from mcgs.candidate_files import remove_tree
-from mcgs.coders import Coder, CoderAnswer, CoderStop
+from mcgs.best_folder import write_best
+from mcgs.budget import Budget, StopReason
+from mcgs.coders import Coder, CoderStop
 from mcgs.contract import prepare_run_input
 from mcgs.disk import DiskGuard
-from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
+from mcgs.evaluation import TaskLabels
+from mcgs.expansion import launch
 from mcgs.execution import (
-    announce,
+    begin,
     execute,
     heartbeat,
     prepare_node_workspace,
-    requeue_lost,
-    retry_interrupted,
     search_in_parallel,
     search_serially,
     work,
 )
 from mcgs.final_choice import final_node
-from mcgs.graph import best_node, newest_node, valid_nodes
-from mcgs.node import FrozenNode, NodeState, Operator
-from mcgs.operators import OperatorContext, build_request
-from mcgs.operators import edges as operator_edges
-from mcgs.operators.code_review import review_program
+from mcgs.graph import best_node
+from mcgs.node import FrozenNode, NodeState
 from mcgs.operators.draft import run_baseline
-from mcgs.operators.ensemble import FINAL_REASON, EnsembleState, build_ensemble, ensemble_due, final_ensemble_is_current
-from mcgs.policy import compute_reward, select_expansion
+from mcgs.operators.ensemble import FINAL_REASON, EnsembleState, build_ensemble, final_ensemble_is_current
 from mcgs.profile import profile_task
 from mcgs.run_folder import (
     BASELINE_NAME,
@@ -60,11 +53,12 @@ from mcgs.run_folder import (
     safe_url,
 )
 from mcgs.run_graph import LiveGraph
-from mcgs.sandbox import ExecutionResult, Outcome, SandboxLimits
+from mcgs.sandbox import ExecutionResult, SandboxLimits
 from mcgs.screening import PlanQueue
 from mcgs.settings import SearchSettings
 from mcgs.snapshot import nodes_dataframe, read_snapshot
-from mcgs.storage import ClaimLost, RunRecord, Storage, owner_id
+from mcgs.storage import RunRecord, Storage, owner_id
+from mcgs.verdicts import judge, record_verdict, save_progress
 from mcgs.task import TaskError, TaskSpec, data_fingerprint, load_task
 
 __all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
@@ -75,15 +69,6 @@ _PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", 
 Callback = Callable[["Search", FrozenNode], None]
 
 
-_OUTCOME_STATE = {
-    Outcome.OK: NodeState.VALID,
-    Outcome.BUGGY: NodeState.BUGGY,
-    Outcome.TIMEOUT: NodeState.TIMEOUT,
-    Outcome.OOM: NodeState.OOM,
-    Outcome.DISK: NodeState.DISK,
-    Outcome.PROCESS_LIMIT: NodeState.PROCESS_LIMIT,
-    Outcome.INVALID_OUTPUT: NodeState.INVALID_OUTPUT,
-}
 
 
 def _package_versions() -> dict[str, str]:
@@ -133,14 +118,14 @@ class Search:
             self.input_dir = prepare_run_input(task, run_dir)
         self.profile = load_profile(task, run_dir, self.input_dir, read_only)
         self._labels: TaskLabels | None = None
-        self._rng = random.Random(f"mcgs-{settings.seed}-{run.id}")
+        self.rng = random.Random(f"mcgs-{settings.seed}-{run.id}")  # the policy's draws
         self.budget = Budget(lambda: self.settings, run.elapsed_s)
         self.stop_reason: StopReason | None = None  # why the search stopped starting candidates
         self._stop = threading.Event()
         self.ensemble_state = EnsembleState()
         self.plans = PlanQueue(self)  # screened draft plans, best first (multi-plan drafting)
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
-        self._verdict_lock = threading.RLock()
+        self.verdict_lock = threading.RLock()  # one verdict at a time (mcgs.verdicts)
         self._coder_stop: str | None = None  # the coder's message when it asked the run to stop (LLM budget)
         self._lost_said: set[int] = set()  # nodes whose lost artifacts were reported (final_node)
         self.owner = owner_id()  # this process, as the holder of node claims
@@ -301,7 +286,7 @@ class Search:
             RunError: another live process is searching this run (one engine per run folder,
                 :mod:`mcgs.engine_lock`); nothing is changed.
         """
-        lock = self._begin(time_budget, workers, max_nodes)
+        lock = begin(self, time_budget, workers, max_nodes)
         try:
             try:
                 with heartbeat(self, clock=True):
@@ -321,43 +306,6 @@ class Search:
         self.plans.prepare()
         (search_in_parallel if self.settings.workers > 1 else search_serially)(self)
 
-    def _begin(self, time_budget=None, workers=None, max_nodes=None):
-        """Take the engine lock, store the settings given, say what the run should know, queue
-        again the nodes a lost worker or a stop left, and mark the run running. Returns the lock."""
-        from mcgs.engine_lock import EngineBusy, acquire
-        from mcgs.sandbox import kill_candidates
-        from mcgs.settings import parse_duration
-
-        try:
-            lock = acquire(self.run_dir)
-        except EngineBusy as exc:
-            raise RunError(str(exc)) from None
-        changes = {k: v for k, v in (("time_budget_s", None if time_budget is None else parse_duration(time_budget)),
-                                     ("workers", workers), ("max_nodes", max_nodes)) if v is not None}
-        try:
-            if changes:
-                self.settings = SearchSettings(**{**self.settings.model_dump(), **changes})
-                self.budget.take_time_budget()
-            # stored every time: a budget given to load_search (mcgs resume --time-budget) too
-            self.storage.update_run(self.run_id, settings_json=json.dumps(self.settings.model_dump(mode="json"), default=str))
-            announce(self)
-            orphans = kill_candidates(self.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
-            if orphans:
-                logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
-            requeue_lost(self)
-            again = retry_interrupted(self)
-            if again:
-                self.say(f"{len(again)} node(s) interrupted earlier are queued again (the same program, no new coder call)")
-            self.storage.update_run(self.run_id, status="running")
-        except BaseException:
-            lock.close()
-            raise
-        logger.info("run %s: budget %.0f s, %.0f s already spent", self.run_record.name, self.clock.budget_s, self.clock.elapsed_before)
-        if self.clock.remaining < MIN_CANDIDATE_S:
-            self.say(f"the time budget of {self.clock.budget_s:.0f} s is spent ({self.clock.elapsed_before:.0f} s used): no new candidate; "
-                     f"give a larger total budget to search on (mcgs resume RUN_DIR --time-budget, or run(time_budget=...))")
-        return lock
-
     def _final_ensemble(self) -> None:
         if self.settings.ensemble and not final_ensemble_is_current(self.nodes()):
             self.storage.update_run(self.run_id, status="ensembling")  # `mcgs worker`s start no new node
@@ -370,7 +318,7 @@ class Search:
 
         try:
             self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
-            self._save_progress(status="stopped")
+            save_progress(self, status="stopped")
         except StorageError as exc:  # a full disk, say: the lock's release tells status the engine is gone
             logger.warning("could not record the stop: %s", exc)
 
@@ -378,7 +326,7 @@ class Search:
         final = self.final_node
         if final is not None:
             self.export_best(final)
-        self._save_progress(status="finished")
+        save_progress(self, status="finished")
         return final
 
     def work(self, drain: bool = False) -> int:
@@ -415,46 +363,8 @@ class Search:
 
     def launch(self) -> tuple[FrozenNode, float, int] | None:
         """Claim a queued node, or select, write, review and store the next one: what an
-        executor runs next.
-
-        Returns:
-            ``(node, timeout_s, seed)`` of a PENDING node claimed by this process, or None when
-            the step finished without a candidate to run (a program the Code Review rejected,
-            or an in-search ensemble, which is built and run here).
-
-        Raises:
-            CoderStop: the coder asked the run to stop (its LLM budget).
-        """
-        queued = self.storage.claim_node(self.run_id, self.owner, self.settings.lease_s)
-        if queued is not None:  # a node retried after its worker was lost, or queued by another process
-            return queued, self.budget.node_timeout(), self.node_seed(queued)
-        g = self.graph()
-        if ensemble_due(self, g) and self.build_ensemble(reason="ensemble during the search") is not None:
-            return None
-        exp = select_expansion(g, self.settings, progress=self.clock.progress, higher_is_better=self.task.higher_is_better, rng=self._rng)
-        seq_next = newest_node(g).seq + 1
-        ctx = OperatorContext(graph=g, task=self.task, profile=self.profile, settings=self.settings, seed=self.settings.seed * 100_003 + seq_next, seq=seq_next)
-        request = build_request(ctx, exp)
-        answer = self.plans.pop() if exp.operator is Operator.DRAFT and self.plans else self.coder.write(request)
-        if not isinstance(answer, CoderAnswer):  # a user's coder object
-            raise TypeError(f"{type(self.coder).__name__}.write returned a {type(answer).__name__}; it must return "
-                            f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
-        review = review_program(answer.code, train_only_columns=self.profile.get("train_only_columns", ()))
-        if not review.rejected and hasattr(self.coder, "review_program"):  # the LLM path adds a model review
-            verdict = self.coder.review_program(review.code, request)
-            if verdict is not None:
-                review = review.with_model_review(verdict)
-        node = self.storage.add_node(
-            self.run_id, parent_id=exp.parent_id, operator=exp.operator, plan=f"[{exp.reason}] {answer.plan}", code=review.code,
-            config=answer.config, knowledge_ids=answer.knowledge_ids, extra_edges=operator_edges(exp), review=review.as_dict(),
-            owner=self.owner, lease_s=self.settings.lease_s,
-        )
-        if answer.ledger_ids:  # calls made before the node had a number (a screened draft plan)
-            self.storage.assign_llm_calls(self.run_id, answer.ledger_ids, node.seq)
-        if review.rejected:
-            self.reject(node, review)
-            return None
-        return node, self.budget.node_timeout(), ctx.seed
+        executor runs next (:func:`mcgs.expansion.launch`)."""
+        return launch(self)
 
     # ------------------------------------------------------------------ ask / tell
 
@@ -477,7 +387,7 @@ class Search:
             RunError: another live process is searching this run.
         """
         if self._session is None:
-            lock = self._begin()
+            lock = begin(self)
             beat = heartbeat(self, clock=True)
             beat.__enter__()
             self._session = (lock, beat)
@@ -499,7 +409,7 @@ class Search:
             _, problem = prepare_node_workspace(self, node)
             if problem is None:
                 return self.storage.get_node(node.id)
-            self.record_verdict(node, NodeState.INVALID_OUTPUT, None, problem, None)
+            record_verdict(self, node, NodeState.INVALID_OUTPUT, None, problem, None)
 
     def tell(self, node: FrozenNode, result: ExecutionResult) -> FrozenNode:
         """Score and store what running an asked node's program gave (Optuna's tell).
@@ -513,7 +423,7 @@ class Search:
         Returns:
             The finished node: ``valid`` with its engine score, or the failure.
         """
-        return self.judge(node, result)
+        return judge(self, node, result)
 
     def finish(self) -> FrozenNode | None:
         """End an ask/tell run: build the final ensemble, write ``best/``, store the run
@@ -540,81 +450,6 @@ class Search:
             beat.__exit__(None, None, None)
             lock.close()
 
-    # ------------------------------------------------------------------ verdicts
-
-    def judge(self, node: FrozenNode, result: ExecutionResult, cut_s: float | None = None) -> FrozenNode:
-        """Turn a run of ``node``'s program into its verdict, score it and store it.
-
-        Args:
-            node: The node that ran, in its workspace :meth:`node_dir`.
-            result: The run's record.
-            cut_s: The time limit the run had when the end of the run's budget cut it below the
-                node's own limit: a timeout then carries no verdict (``interrupted``; a resume
-                with more budget runs the node again).
-        """
-        ws = self.node_dir(node)
-        state = _OUTCOME_STATE[result.outcome]
-        error = result.error
-        if state is NodeState.TIMEOUT and cut_s is not None:
-            state, error = NodeState.INTERRUPTED, f"stopped after {cut_s:.0f}s: the run's time budget ended"
-        score = None
-        if state is NodeState.VALID:
-            try:
-                score = evaluate_workspace(self.labels, ws, max_bytes=self.max_output_bytes).score
-            except OutputError as exc:
-                state, error = NodeState.INVALID_OUTPUT, str(exc)
-        if state is NodeState.BUGGY and result.traceback_tail:
-            error = f"{error}\n{result.traceback_tail}" if error else result.traceback_tail
-        if state is not NodeState.VALID and not self.settings.keep_workspaces:
-            with contextlib.suppress(OSError):
-                remove_tree(ws / "working")
-        return self.record_verdict(node, state, score, error, result)
-
-    def record_verdict(self, node: FrozenNode, state: NodeState, score: float | None, error: str | None, result) -> FrozenNode:
-        """Store a node's verdict with its reward (``result``: the sandbox's record, None when the
-        program never ran) and run what follows a finished node."""
-        with self._verdict_lock:  # one verdict at a time: rewards see every earlier verdict
-            prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
-            reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, self.task.higher_is_better, self.settings.improvement_threshold)
-            try:
-                finished = self.storage.finish_node(
-                    node.id, state=state, score=score, reward=reward, error=error, stdout_tail=result.stdout_tail if result else "",
-                    stderr_tail=result.stderr_tail if result else "", runtime_s=result.runtime_s if result else 0.0, owner=self.owner,
-                )
-            except ClaimLost as exc:  # our lease lapsed (a stalled engine) and the node was retried
-                logger.warning("%s", exc)
-                return self.storage.get_node(node.id)
-            self._after_node(finished, prior)
-        return finished
-
-    def reject(self, node: FrozenNode, review) -> FrozenNode:
-        """Finish a node the Code Review rejected (never run), with its reasons."""
-        with self._verdict_lock:
-            prior = [n.score for n in valid_nodes(self.graph()) if n.operator is not Operator.ENSEMBLE]
-            finished = self.storage.finish_node(
-                node.id, state=NodeState.REJECTED, reward=compute_reward(NodeState.REJECTED, None, prior, self.task.higher_is_better),
-                error="code review rejected the program: " + "; ".join(review.reasons), runtime_s=0.0,
-            )
-            self._after_node(finished, prior)
-        return finished
-
-    def _after_node(self, node: FrozenNode, prior: list[float]) -> None:
-        if not self.is_worker:  # the run's own process keeps best/ and the clock
-            if node.is_valid and node.operator is not Operator.ENSEMBLE and (not prior or is_better(node.score, prior, self.task.higher_is_better)):
-                self.export_best(node)
-            self._save_progress()
-        for cb in self.callbacks:
-            cb(self, node)
-
-    def _save_progress(self, status: str | None = None) -> None:
-        fields: dict[str, Any] = {"elapsed_s": self.clock.elapsed}
-        final = self.final_node
-        if final is not None:
-            fields["best_node_id"] = final.id
-        if status:
-            fields["status"] = status
-        self.storage.update_run(self.run_id, **fields)
-
     # ------------------------------------------------------------------ ensembles and best/
 
     def build_ensemble(self, reason: str = FINAL_REASON) -> FrozenNode | None:
@@ -622,10 +457,6 @@ class Search:
         (:func:`mcgs.operators.ensemble.build_ensemble`); None when fewer than two nodes are
         worth combining."""
         return build_ensemble(self, reason)
-
-    def copy_members(self, node: FrozenNode, dest: Path) -> None:
-        """Copy an ensemble node's members' predictions into ``dest`` (:func:`mcgs.best_folder.copy_members`)."""
-        copy_members(node, {n.id: n for n in self.nodes()}, self.node_dir, dest, self.max_output_bytes)
 
     def export_best(self, node: FrozenNode | None = None) -> Path | None:
         """Write ``best/`` for a node (default the best one; :func:`mcgs.best_folder.write_best`),
@@ -642,11 +473,6 @@ class Search:
             return write_best(self.run_dir, self.input_dir, node, {n.id: n for n in self.nodes()}, self.node_dir, self.task, self.max_output_bytes)
 
         return self.disk.with_space(write, self.run_dir / "best")
-
-
-def is_better(score: float, others: Sequence[float], higher_is_better: bool) -> bool:
-    """Whether ``score`` beats every one of ``others`` in the metric's direction (strictly)."""
-    return score > max(others) if higher_is_better else score < min(others)
 
 
 def load_profile(task: TaskSpec, run_dir: Path, input_dir: Path, read_only: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ def run_baseline(search) -> None:
     from mcgs.execution import execute
     from mcgs.operators.code_review import review_program
     from mcgs.run_folder import BASELINE_NAME
+    from mcgs.verdicts import reject
 
     path = search.run_dir / BASELINE_NAME
     if not path.is_file() or any(n.config.get("baseline") and n.state.is_finished() for n in search.nodes()):
@@ -37,7 +38,7 @@ def run_baseline(search) -> None:
         owner=search.owner, lease_s=search.settings.lease_s,
     )
     if review.rejected:
-        done = search.reject(node, review)
+        done = reject(search, node, review)
     else:
         done = execute(search, node, search.budget.node_timeout(), seed=search.settings.seed)
     score = f" {search.task.metric} {done.score:.6g}" if done.score is not None else ""

@@ -41,7 +41,7 @@ class ThreadReporter:
 
 
 def test_two_workers_run_two_candidates_at_once_and_selection_sees_the_one_in_flight(demo_task, tmp_path, monkeypatch):
-    import mcgs.search as search_mod
+    import mcgs.expansion as search_mod
 
     in_flight_at_selection: list[int] = []
     real_select = search_mod.select_expansion
