@@ -597,7 +597,8 @@ def status(
     with _user_errors():
         from mcgs.run_folder import locate_run
         from mcgs.snapshot import read_snapshot
-        from mcgs.status_view import engine_gone, status_view
+        from mcgs.snapshot import engine_gone
+        from mcgs.status_view import status_view
 
         store, record = locate_run(run_dir, storage=storage, read_only=True)  # read only: no engine, nothing written
 

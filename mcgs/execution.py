@@ -306,7 +306,7 @@ def work(search, drain: bool = False) -> int:
     Raises:
         KeyboardInterrupt: after recording this worker's running node INTERRUPTED.
     """
-    from mcgs.status_view import live_elapsed
+    from mcgs.snapshot import live_elapsed
 
     search.is_worker = True
     requeue_lost(search)

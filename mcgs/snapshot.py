@@ -15,6 +15,7 @@ is the one the engine stored as the run's choice after its latest verdict
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import functools
 from pathlib import Path
 
@@ -24,7 +25,25 @@ from mcgs.settings import SearchSettings
 from mcgs.storage import LLMCall, RunRecord, Storage
 from mcgs.task import TaskSpec
 
-__all__ = ["RunSnapshot", "load_run", "read_snapshot", "nodes_dataframe"]
+__all__ = ["RunSnapshot", "load_run", "read_snapshot", "nodes_dataframe", "engine_gone", "live_elapsed"]
+
+
+def engine_gone(run_dir, run) -> bool:
+    """True when ``run`` is stored as running, paused or ensembling but no process holds its engine lock
+    (the engine was killed, or its machine went down, before it could record ``stopped``);
+    False when it is alive, or for a run that predates the lock (:mod:`mcgs.engine_lock`)."""
+    from mcgs.engine_lock import engine_holder, has_lock_file
+
+    return run.status in ("running", "paused", "ensembling") and has_lock_file(run_dir) and engine_holder(run_dir) is None
+
+
+def live_elapsed(run, gone: bool = False) -> float:
+    """Seconds of budget spent: the stored figure, plus the time since the run's last write when
+    it is running (the engine stores its clock after every node) and its engine is not ``gone``."""
+    if run.status not in ("running", "ensembling") or run.updated_at is None or gone:
+        return run.elapsed_s
+    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    return run.elapsed_s + max(0.0, (now - run.updated_at).total_seconds())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,9 +118,7 @@ class RunSnapshot:
     @property
     def spent_s(self) -> float:
         """Seconds of the time budget spent: the stored figure, plus the time since the run's
-        last write while its engine is alive and searching (:func:`mcgs.status_view.live_elapsed`)."""
-        from mcgs.status_view import live_elapsed
-
+        last write while its engine is alive and searching (:func:`live_elapsed`)."""
         return live_elapsed(self.record, self.engine_gone)
 
 
@@ -117,8 +134,6 @@ def read_snapshot(storage: Storage, run_dir: str | Path, name: str, details: boo
     Raises:
         mcgs.storage.StorageError: no run of that name.
     """
-    from mcgs.status_view import engine_gone
-
     run_dir = Path(run_dir)
     record = storage.get_run(name)
     nodes = storage.get_nodes(record.id) if details else storage.get_node_summaries(record.id)

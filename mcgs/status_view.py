@@ -3,34 +3,15 @@ serves a finished run, a stopped one and (with ``--watch``) one that another pro
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections import Counter, defaultdict
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["status_view", "spend_view", "live_elapsed", "engine_gone"]
+__all__ = ["status_view", "spend_view"]
 
 TOP_K = 5
-
-
-def engine_gone(run_dir, run) -> bool:
-    """True when ``run`` is stored as running, paused or ensembling but no process holds its engine lock
-    (the engine was killed, or its machine went down, before it could record ``stopped``);
-    False when it is alive, or for a run that predates the lock (:mod:`mcgs.engine_lock`)."""
-    from mcgs.engine_lock import engine_holder, has_lock_file
-
-    return run.status in ("running", "paused", "ensembling") and has_lock_file(run_dir) and engine_holder(run_dir) is None
-
-
-def live_elapsed(run, gone: bool = False) -> float:
-    """Seconds of budget spent: the stored figure, plus the time since the run's last write when
-    it is running (the engine stores its clock after every node) and its engine is not ``gone``."""
-    if run.status not in ("running", "ensembling") or run.updated_at is None or gone:
-        return run.elapsed_s
-    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-    return run.elapsed_s + max(0.0, (now - run.updated_at).total_seconds())
 
 
 def _lineage(best, by_id) -> str:
