@@ -10,6 +10,13 @@ same bit for bit), plus the run's chosen node.
 The trace is read from the run's SQLite file with plain SQL, not through mcgs, so the code under
 test does not also produce the evidence.
 
+One input of selection is measured, not seeded: UCT's cost term subtracts each branch's mean
+candidate runtime (``cost_penalty_share``, :func:`mcgs.policy.uct_value`), so two runs on a
+machine busy in different ways can choose differently where two children are nearly tied.
+Compare traces made on an idle machine, or pass ``--no-cost-term`` (``MCGS_COST_PENALTY_SHARE=0``
+for the run) to every run being compared: then the decisions depend on the seed and the scores
+alone.
+
 Usage (from the repository root, after ``make install``)::
 
     .venv/bin/python experiments/trace.py demo --work /tmp/trace-a --out /tmp/trace-a/demo.txt
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -69,6 +77,7 @@ def main() -> None:
     ap.add_argument("--raw", type=Path, help="Folder holding <competition>/raw/ (../shared/data).")
     ap.add_argument("--max-nodes", type=int, default=25)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-cost-term", action="store_true", help="Run with cost_penalty_share=0 (see above).")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     task = task_folder(args.task, args.work.resolve(), args.raw.resolve() if args.raw else None)
@@ -77,7 +86,8 @@ def main() -> None:
     cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run_dir), "--coder", "recipe", "--seed", str(args.seed),
            "--max-nodes", str(args.max_nodes), "--workers", "1", "--time-budget", "10h"]
     t0 = time.monotonic()
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    env = {**os.environ, **({"MCGS_COST_PENALTY_SHARE": "0"} if args.no_cost_term else {})}
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {res.returncode}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     lines = read_trace(run_dir)
