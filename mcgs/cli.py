@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mcgs.node import RunStatus
 from mcgs.settings import format_duration, setting_choices, setting_default
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
@@ -528,7 +529,7 @@ def resume(
             )
         if max_nodes is not None:  # stored with the run when it starts
             search.settings = search.settings.model_copy(update={"max_nodes": max_nodes})
-        spent = search.budget_exhausted() if search.run_record.status == "finished" else None
+        spent = search.budget_exhausted() if search.run_record.status is RunStatus.FINISHED else None
         if spent is StopReason.NODES:
             raise _UserError(
                 f"the run's node budget of {search.settings.max_nodes} nodes is already spent; give a larger total with --max-nodes"
@@ -558,7 +559,7 @@ def worker(
 
         search = open_search(artifacts, storage=storage, name=run_name)
     status = search.storage.get_run(search.run_record.name).status
-    if status in ("finished", "ensembling"):
+    if status in (RunStatus.FINISHED, RunStatus.ENSEMBLING):
         search.storage.close()
         out.print(f"the run in {artifacts} is {status}: no node is left to work on (a worker joins a run while it searches)", soft_wrap=True)
         return
@@ -625,7 +626,7 @@ def status(
         gone); None when it ended after ``rec`` was read, so one more view is due. The lock is
         read after the record (and, piped, after a print that waits on a slow reader): an
         engine that stored "finished" and exited in between looks gone from a stale record."""
-        if rec.status in ("finished", "stopped"):
+        if rec.status in (RunStatus.FINISHED, RunStatus.STOPPED):
             return True
         if not engine_gone(run_dir, rec):
             return False

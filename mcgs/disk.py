@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from mcgs.node import RunStatus
 from mcgs.run_folder import DISK_POLL_S, FULL_DISK_MIN_MB, FULL_DISK_RESUME_MB, LIVE_SETTINGS, OVERRIDES_NAME
 
 __all__ = ["DiskGuard", "live_setting"]
@@ -86,12 +87,12 @@ class DiskGuard:
             free = shutil.disk_usage(self.run_dir).free / 2**20
             if free >= floor:
                 if paused:
-                    self.storage.update_run(self.run_id, status="running")
+                    self.storage.update_run(self.run_id, status=RunStatus.RUNNING)
                     self.say(f"{free:.0f} MB free, at or above the floor of {floor:.0f} MB: the run continues")
                 return
             if not paused:
                 paused = True
-                self.storage.update_run(self.run_id, status="paused")
+                self.storage.update_run(self.run_id, status=RunStatus.PAUSED)
                 self.say(
                     f"paused: {free:.0f} MB free on the disk of {self.run_dir}, below the floor of {floor:.0f} MB "
                     f"(min_free_disk_mb); free some space, or lower the floor with `mcgs set {self.run_dir} min_free_disk_mb=N`"

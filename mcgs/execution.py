@@ -28,7 +28,7 @@ from mcgs.budget import MIN_CANDIDATE_S
 from mcgs.candidate_files import CandidateFileError
 from mcgs.coders import CoderStop
 from mcgs.contract import prepare_workspace
-from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
+from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator, RunStatus
 from mcgs.run_folder import RunError
 from mcgs.sandbox import run_program
 from mcgs.settings import SearchSettings
@@ -76,7 +76,7 @@ def begin(search, time_budget=None, workers=None, max_nodes=None):
         again = retry_interrupted(search)
         if again:
             search.say(f"{len(again)} node(s) interrupted earlier are queued again (the same program, no new coder call)")
-        search.storage.update_run(search.run_id, status="running")
+        search.storage.update_run(search.run_id, status=RunStatus.RUNNING)
     except BaseException:
         lock.close()
         raise
@@ -315,9 +315,9 @@ def work(search, drain: bool = False) -> int:
         with heartbeat(search):
             while not search.stop_requested:
                 run = search.storage.get_run(search.run_record.name)
-                if run.status in ("finished", "ensembling"):
+                if run.status in (RunStatus.FINISHED, RunStatus.ENSEMBLING):
                     break
-                if run.status == "running":  # the engine's clock: the elapsed time stored at
+                if run.status is RunStatus.RUNNING:  # the engine's clock: the elapsed time stored at
                     # its last write (when this worker joined) lags it by up to a node
                     search.clock.elapsed_before, search.clock.started, search.clock.paused_s = live_elapsed(run), time.monotonic(), 0.0
                 if search.budget_exhausted():

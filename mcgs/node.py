@@ -11,7 +11,32 @@ import datetime as _dt
 import enum
 from typing import Any
 
-__all__ = ["NodeState", "Operator", "EdgeKind", "FrozenNode", "FrozenEdge"]
+__all__ = ["RunStatus", "NodeState", "Operator", "EdgeKind", "FrozenNode", "FrozenEdge"]
+
+
+class RunStatus(str, enum.Enum):
+    """Life cycle of a run, as stored on its record.
+
+    ``CREATED`` -> ``RUNNING`` (an engine searches it; ``PAUSED`` while its disk is full;
+    ``ENSEMBLING`` while it builds the final ensemble, when ``mcgs worker``s start no new node)
+    -> ``FINISHED``, or ``STOPPED`` (Ctrl-C, SIGTERM, an error: ``mcgs resume`` goes on). A run
+    stored as running whose engine holds no lock any more was killed (``mcgs.snapshot.engine_gone``).
+    Members compare equal to their values and print as them.
+    """
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    ENSEMBLING = "ensembling"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def is_live(self) -> bool:
+        """Whether an engine should be searching the run now."""
+        return self in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ENSEMBLING)
 
 
 class NodeState(str, enum.Enum):

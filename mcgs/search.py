@@ -37,7 +37,7 @@ from mcgs.execution import (
 )
 from mcgs.final_choice import final_node
 from mcgs.graph import best_node
-from mcgs.node import FrozenNode, NodeState
+from mcgs.node import FrozenNode, NodeState, RunStatus
 from mcgs.operators.draft import run_baseline
 from mcgs.operators.ensemble import FINAL_REASON, EnsembleState, build_ensemble, final_ensemble_is_current
 from mcgs.profile import profile_task
@@ -308,7 +308,7 @@ class Search:
 
     def _final_ensemble(self) -> None:
         if self.settings.ensemble and not final_ensemble_is_current(self.nodes()):
-            self.storage.update_run(self.run_id, status="ensembling")  # `mcgs worker`s start no new node
+            self.storage.update_run(self.run_id, status=RunStatus.ENSEMBLING)  # `mcgs worker`s start no new node
             self.build_ensemble()
 
     def _record_stop(self) -> None:
@@ -318,7 +318,7 @@ class Search:
 
         try:
             self.storage.interrupt_unfinished(self.run_id, owner=self.owner)
-            save_progress(self, status="stopped")
+            save_progress(self, status=RunStatus.STOPPED)
         except StorageError as exc:  # a full disk, say: the lock's release tells status the engine is gone
             logger.warning("could not record the stop: %s", exc)
 
@@ -326,7 +326,7 @@ class Search:
         final = self.final_node
         if final is not None:
             self.export_best(final)
-        save_progress(self, status="finished")
+        save_progress(self, status=RunStatus.FINISHED)
         return final
 
     def work(self, drain: bool = False) -> int:

@@ -19,7 +19,7 @@ import datetime as _dt
 import functools
 from pathlib import Path
 
-from mcgs.node import FrozenEdge, FrozenNode, Operator
+from mcgs.node import FrozenEdge, FrozenNode, Operator, RunStatus
 from mcgs.run_folder import locate_run
 from mcgs.settings import SearchSettings
 from mcgs.storage import LLMCall, RunRecord, Storage
@@ -34,13 +34,13 @@ def engine_gone(run_dir, run) -> bool:
     False when it is alive, or for a run that predates the lock (:mod:`mcgs.engine_lock`)."""
     from mcgs.engine_lock import engine_holder, has_lock_file
 
-    return run.status in ("running", "paused", "ensembling") and has_lock_file(run_dir) and engine_holder(run_dir) is None
+    return RunStatus(run.status).is_live() and has_lock_file(run_dir) and engine_holder(run_dir) is None
 
 
 def live_elapsed(run, gone: bool = False) -> float:
     """Seconds of budget spent: the stored figure, plus the time since the run's last write when
     it is running (the engine stores its clock after every node) and its engine is not ``gone``."""
-    if run.status not in ("running", "ensembling") or run.updated_at is None or gone:
+    if run.status not in (RunStatus.RUNNING, RunStatus.ENSEMBLING) or run.updated_at is None or gone:
         return run.elapsed_s
     now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
     return run.elapsed_s + max(0.0, (now - run.updated_at).total_seconds())

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.orm import sessionmaker
 
 from mcgs.sandbox import owner_alive, owner_id
-from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
+from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator, RunStatus
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
 __all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
@@ -154,7 +154,7 @@ class RunRecord:
 
     id: int
     name: str
-    status: str
+    status: RunStatus
     task_json: str
     settings: dict[str, Any]
     seed: int
@@ -263,7 +263,7 @@ def _run(m: RunModel) -> RunRecord:
     return RunRecord(
         id=m.id,
         name=m.name,
-        status=m.status,
+        status=RunStatus(m.status),
         task_json=m.task_json,
         settings=json.loads(m.settings_json),
         seed=m.seed,
@@ -383,7 +383,7 @@ class Storage:
                 data_fingerprint=data_fingerprint,
                 package_versions_json=json.dumps(package_versions),
                 isolation=isolation,
-                status="created",
+                status=RunStatus.CREATED.value,
             )
             s.add(run)
             s.flush()
