@@ -46,7 +46,8 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
     g = search.graph()
     if ensemble_due(search, g) and build_ensemble(search, reason="ensemble during the search") is not None:
         return None
-    exp = select_expansion(g, search.settings, progress=search.clock.progress, higher_is_better=search.task.higher_is_better, rng=search.rng)
+    exp = select_expansion(g, search.settings, progress=search.clock.progress, higher_is_better=search.task.higher_is_better, rng=search.rng,
+                           policy=search.policy)
     seq_next = newest_node(g).seq + 1
     ctx = OperatorContext(graph=g, task=search.task, profile=search.profile, settings=search.settings,
                           seed=search.settings.seed * 100_003 + seq_next, seq=seq_next)

@@ -56,6 +56,12 @@ __all__ = [
     "is_branch_stagnant",
     "is_globally_stagnant",
     "GRAPH_OPERATORS",
+    "Policy",
+    "MCGSPolicy",
+    "TreePolicy",
+    "GreedyPolicy",
+    "POLICIES",
+    "policy_for",
 ]
 
 IMPROVE_TIERS = ("params", "features", "strategy")
@@ -466,7 +472,7 @@ def _graph_expansion(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better:
     return Expansion(v, Operator.EVOLVE, reason=f"evolve: branch stagnant for {since} nodes; learn from its {len(history)} other nodes", references=history)
 
 
-def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
+def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool, graph_ops: bool = False) -> Expansion | None:
     fn = node(g, v)
     kids = _live_children(g, v)
     if fn.state is NodeState.ROOT:
@@ -480,7 +486,7 @@ def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bo
             return Expansion(v, Operator.DEBUG, reason=f"debug {fn.state.value} node (depth {debug_depth(g, v) + 1})")
         return None
     if fn.state is NodeState.VALID and fn.operator is not Operator.ENSEMBLE:
-        if s.policy == "mcgs":
+        if graph_ops:
             exp = _graph_expansion(g, v, s, higher_is_better)
             if exp is not None:
                 return exp
@@ -502,8 +508,8 @@ class _Selectable:
     walk is iterative: chains of exhausted nodes can be deeper than Python's recursion limit.
     """
 
-    def __init__(self, g: nx.DiGraph, s: SearchSettings, higher_is_better: bool):
-        self.g, self.s, self.hib = g, s, higher_is_better
+    def __init__(self, g: nx.DiGraph, s: SearchSettings, higher_is_better: bool, graph_ops: bool = False):
+        self.g, self.s, self.hib, self.graph_ops = g, s, higher_is_better, graph_ops
         self.memo: dict[int, bool] = {}
 
     def _own(self, v: int) -> bool | None:
@@ -511,7 +517,7 @@ class _Selectable:
         fn = node(self.g, v)
         if not (fn.state.is_finished() or fn.state is NodeState.ROOT):
             return False
-        if _expansion_at(self.g, v, self.s, self.hib) is not None:
+        if _expansion_at(self.g, v, self.s, self.hib, self.graph_ops) is not None:
             return True
         return None
 
@@ -598,22 +604,22 @@ def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher
     return Expansion(pick.id, Operator.IMPROVE, tier=improve_tier(g, pick.id, s, higher_is_better), reason="exploit: improve a global top-K node")
 
 
-def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random) -> Expansion:
+def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random, graph_ops: bool) -> Expansion:
     root = root_of(g)
-    if s.policy == "mcgs":
+    if graph_ops:
         exp = _aggregate_expansion(g, s, higher_is_better)
         if exp is not None:
             return exp
     exp = _exploit_expansion(g, s, progress, higher_is_better, rng)
     if exp is not None:
         return exp
-    selectable = _Selectable(g, s, higher_is_better)
-    stats = tree_stats(g, s.virtual_loss, s.credit_share if s.policy == "mcgs" else 0.0)
+    selectable = _Selectable(g, s, higher_is_better, graph_ops)
+    stats = tree_stats(g, s.virtual_loss, s.credit_share if graph_ops else 0.0)
     c = exploration_constant(progress, s)
     cost_scale = s.cost_penalty_share * s.time_budget_s
     v = root
     while True:
-        exp = _expansion_at(g, v, s, higher_is_better)
+        exp = _expansion_at(g, v, s, higher_is_better, graph_ops)
         if exp is not None:
             return exp
         cands = [ch for ch in children(g, v) if selectable(ch)]
@@ -647,6 +653,74 @@ def _select_greedy(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool, rng
     return Expansion(best.id, Operator.IMPROVE, tier=improve_tier(g, best.id, s, higher_is_better), reason="greedy: improve the best node")
 
 
+class Policy:
+    """A search policy: which node to expand next, and with which operator (Optuna's samplers
+    are the model: a small strategy object, chosen by name in the settings or set on the
+    search, ``search.policy = ...``).
+
+    Attributes:
+        name: The ``policy`` setting that selects it.
+        graph_operators: Whether it uses Evolve, Fusion and Aggregate and credits the sources
+            of a merged node (the graph); without, selection is UCT over the tree.
+        ensembles_during_search: Whether ensemble nodes are built during the search (every
+            ``ensemble_every`` valid nodes), not only at its end.
+    """
+
+    name = ""
+    graph_operators = False
+    ensembles_during_search = False
+
+    def select(self, g: nx.DiGraph, s: SearchSettings, *, progress: float, higher_is_better: bool, rng: random.Random) -> Expansion:
+        """The next expansion (see :func:`select_expansion` for the arguments)."""
+        raise NotImplementedError
+
+
+class TreePolicy(Policy):
+    """UCT over the tree of primary parents (Kocsis & Szepesvári 2006) with the piecewise-decayed
+    exploration constant, virtual loss and the late exploit phase: Draft, Debug, Improve only."""
+
+    name = "tree"
+
+    def select(self, g, s, *, progress, higher_is_better, rng):
+        return _select_uct(g, s, progress, higher_is_better, rng, graph_ops=self.graph_operators)
+
+
+class MCGSPolicy(TreePolicy):
+    """Monte Carlo Graph Search: :class:`TreePolicy` plus Evolve or Fusion on a stagnant branch,
+    Aggregate on global stagnation, credit to the sources of merged nodes, and ensembles during
+    the search (AutoMLGen / MLEvolve)."""
+
+    name = "mcgs"
+    graph_operators = True
+    ensembles_during_search = True
+
+
+class GreedyPolicy(Policy):
+    """AIDE's policy (Jiang et al. 2025): draft, then debug a failed leaf with probability
+    ``debug_prob``, else improve the best node."""
+
+    name = "greedy"
+
+    def select(self, g, s, *, progress, higher_is_better, rng):
+        return _select_greedy(g, s, higher_is_better, rng)
+
+
+#: The built-in policies by their setting name.
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (MCGSPolicy, TreePolicy, GreedyPolicy)}
+
+
+def policy_for(s: SearchSettings) -> Policy:
+    """The built-in policy named by ``s.policy``.
+
+    Raises:
+        ValueError: no policy has that name.
+    """
+    try:
+        return POLICIES[s.policy]()
+    except KeyError:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {s.policy!r}") from None
+
+
 def select_expansion(
     g: nx.DiGraph,
     s: SearchSettings,
@@ -654,8 +728,10 @@ def select_expansion(
     progress: float,
     higher_is_better: bool,
     rng: random.Random,
+    policy: Policy | None = None,
 ) -> Expansion:
-    """Choose the next node to expand and the operator, by ``s.policy`` (DESIGN §4).
+    """Choose the next node to expand and the operator, by ``policy`` (default the one
+    ``s.policy`` names: :func:`policy_for`; DESIGN §4).
 
     Args:
         g: The search graph.
@@ -663,11 +739,10 @@ def select_expansion(
         progress: Fraction of the budget spent, in [0, 1].
         higher_is_better: Metric direction.
         rng: The search's random generator (exploit and debug draws, UCT ties).
+        policy: The strategy (:class:`Policy`).
 
     Returns:
         An :class:`Expansion`. With the UCT policies, when nothing in the tree can take a child
         (every branch exhausted), the root takes an extra draft, so the search never stalls.
     """
-    if s.policy == "greedy":
-        return _select_greedy(g, s, higher_is_better, rng)
-    return _select_uct(g, s, progress, higher_is_better, rng)
+    return (policy or policy_for(s)).select(g, s, progress=progress, higher_is_better=higher_is_better, rng=rng)

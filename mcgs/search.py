@@ -40,6 +40,7 @@ from mcgs.graph import best_node
 from mcgs.node import FrozenNode, NodeState, RunStatus
 from mcgs.operators.draft import run_baseline
 from mcgs.operators.ensemble import FINAL_REASON, EnsembleState, build_ensemble, final_ensemble_is_current
+from mcgs.policy import policy_for
 from mcgs.profile import profile_task
 from mcgs.run_folder import (
     BASELINE_NAME,
@@ -119,6 +120,7 @@ class Search:
         self.profile = load_profile(task, run_dir, self.input_dir, read_only)
         self._labels: TaskLabels | None = None
         self.rng = random.Random(f"mcgs-{settings.seed}-{run.id}")  # the policy's draws
+        self.policy = policy_for(settings)  # the strategy that selects (mcgs.policy); may be replaced
         self.budget = Budget(lambda: self.settings, run.elapsed_s)
         self.stop_reason: StopReason | None = None  # why the search stopped starting candidates
         self._stop = threading.Event()

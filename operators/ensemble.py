@@ -7,7 +7,7 @@ itself, with no coder: greedy forward selection with replacement over the OOF pr
 reads the members' predictions copied into its own workspace (``members/<node>/``), so it runs
 in the sandbox and passes the Code Review like every other program.
 
-When: during the search (policy ``mcgs``) every ``ensemble_every`` new valid nodes, unless the
+When: during the search (a policy with ``ensembles_during_search``, ``mcgs``) every ``ensemble_every`` new valid nodes, unless the
 time spent selecting ensembles is past ``ensemble_time_share`` of the elapsed time
 (:func:`ensemble_due`); and once at the end of the run, on the budget's reserve (the final
 ensemble). Edges: one ``ensembles`` edge from each member, with its weight. The root is its
@@ -57,7 +57,7 @@ def ensemble_due(search, g) -> bool:
 
     settings = search.settings
     every = settings.ensemble_every
-    if settings.policy != "mcgs" or not settings.ensemble or every <= 0:
+    if not search.policy.ensembles_during_search or not settings.ensemble or every <= 0:
         return False
     valid = len(ranked_search_nodes(g, search.task.higher_is_better))
     if valid < search.ensemble_state.checked + every:
