@@ -265,13 +265,14 @@ def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]
     Returns:
         ``(label, text)`` pairs, possibly empty.
     """
+    from mcgs.direction import best_first
     from mcgs.ensemble import honest_score
 
     if chosen is None:
         return []
 
     def rank(n) -> float:  # larger is better
-        return n.score if higher_is_better else -n.score
+        return -best_first(n.score, higher_is_better)
 
     notes = []
     valid = [n for n in nodes if n.is_valid]
@@ -285,7 +286,7 @@ def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]
                                       f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
         return notes
     honest = honest_score(chosen)  # what the choice compared with the single nodes' scores
-    if singles and rank(top := max(singles, key=rank)) > (honest if higher_is_better else -honest):
+    if singles and rank(top := max(singles, key=rank)) > -best_first(honest, higher_is_better):
         notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble's {honest:.6f} cross-fitted is within "
                                          "one standard error of it and averages more models (docs/search.md, Ensembles)"))
     others = [n for n in ens if n.id != chosen.id and rank(n) > rank(chosen)]

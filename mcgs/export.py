@@ -29,6 +29,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from mcgs.direction import best_first
+
 __all__ = ["ExportError", "ExportResult", "export_node", "measure_constraints"]
 
 MODEL_FILE = "working/model.joblib"
@@ -540,7 +542,7 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
         if final is None:
             raise ExportError("the run has no valid node to export")
         singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
-                         key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq))
+                         key=lambda n: (best_first(n.score, search.task.higher_is_better), n.seq))
         candidates = [final] + [n for n in singles if n.id != final.id]  # the chosen node, then the best single nodes
     rejected: list[dict[str, Any]] = []
     staging = out_dir.with_name(out_dir.name + ".staging")

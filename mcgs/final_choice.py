@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mcgs.candidate_files import candidate_file_exists
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
+from mcgs.direction import best_first
 from mcgs.evaluation import OutputError
 from mcgs.graph import valid_nodes
 from mcgs.node import FrozenNode, Operator
@@ -59,8 +60,8 @@ def final_node(search, said: set[int]) -> FrozenNode | None:
     from mcgs.evaluation import read_predictions
 
     valid = valid_nodes(search.graph())
-    order = (lambda n: (-n.score, n.seq)) if search.task.higher_is_better else (lambda n: (n.score, n.seq))
-    singles = sorted((n for n in valid if n.operator is not Operator.ENSEMBLE), key=order)
+    hib = search.task.higher_is_better
+    singles = sorted((n for n in valid if n.operator is not Operator.ENSEMBLE), key=lambda n: (best_first(n.score, hib), n.seq))
     ensembles = [n for n in valid if n.operator is Operator.ENSEMBLE]
     lost: set[int] = set()
     i = 0

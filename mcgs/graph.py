@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 
 import networkx as nx
 
+from mcgs.direction import better
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState
 
 __all__ = [
@@ -285,6 +286,6 @@ def best_node(g: nx.DiGraph, higher_is_better: bool) -> FrozenNode | None:
     """The valid node with the best score (earliest wins ties), or None."""
     best = None
     for n in valid_nodes(g):
-        if best is None or (n.score > best.score if higher_is_better else n.score < best.score):
+        if best is None or better(n.score, best.score, higher_is_better):
             best = n
     return best

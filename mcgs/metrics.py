@@ -58,7 +58,9 @@ class Metric:
 
     def is_better(self, a: float, b: float) -> bool:
         """True when score ``a`` is strictly better than ``b`` in this metric's direction."""
-        return a > b if self.higher_is_better else a < b
+        from mcgs.direction import better
+
+        return better(a, b, self.higher_is_better)
 
     def worst(self) -> float:
         """The worst possible value in this direction (``-inf`` or ``+inf``)."""

@@ -37,6 +37,7 @@ from typing import Sequence
 
 import networkx as nx
 
+from mcgs.direction import best_first, best_of, better
 from mcgs.graph import _derived, branch_node_ids, branch_of, cache_entries, children, newest_first, node, primary_ancestors, register_cache, root_of, valid_nodes
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
@@ -119,7 +120,7 @@ def compute_reward(
     if not prior_valid_scores:
         bonus = 1.0
     else:
-        best = max(prior_valid_scores) if higher_is_better else min(prior_valid_scores)
+        best = best_of(prior_valid_scores, higher_is_better)
         gain = (score - best) if higher_is_better else (best - score)
         bonus = 1.0 if gain > improvement_threshold else 0.0
     return s_norm + bonus
@@ -311,7 +312,7 @@ def debug_depth(g: nx.DiGraph, v: int) -> int:
 
 
 def _better(a: FrozenNode, b: FrozenNode, higher_is_better: bool) -> bool:
-    return a.score > b.score if higher_is_better else a.score < b.score
+    return better(a.score, b.score, higher_is_better)
 
 
 def branch_members(g: nx.DiGraph, head: int) -> list[FrozenNode]:
@@ -363,7 +364,7 @@ register_cache("_mcgs_branch_best", _update_branch_best)
 
 
 def _rank_key(n: FrozenNode, higher_is_better: bool) -> tuple[float, int, int]:
-    return (-n.score if higher_is_better else n.score, n.seq, n.id)
+    return (best_first(n.score, higher_is_better), n.seq, n.id)
 
 
 def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[float, int, int]]:
@@ -445,7 +446,7 @@ def _good_branches(g: nx.DiGraph, higher_is_better: bool) -> list[FrozenNode]:
         best, _ = branch_best(g, head, higher_is_better)
         if best is not None:
             bests.append(best)
-    return sorted(bests, key=lambda n: (-n.score if higher_is_better else n.score, n.seq))
+    return sorted(bests, key=lambda n: (best_first(n.score, higher_is_better), n.seq))
 
 
 def _graph_expansion(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> Expansion | None:

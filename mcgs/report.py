@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mcgs.direction import best_first
+
 __all__ = ["render_report", "write_report", "FULL_DETAIL_NODES"]
 
 #: Runs with at most this many nodes embed every node's program, diff and logs.
@@ -87,8 +89,7 @@ def _full_detail_ids(search, nodes) -> set[int] | None:
     if len(nodes) <= FULL_DETAIL_NODES:
         return None
     by_id = {n.id: n for n in nodes}
-    sign = 1.0 if search.task.higher_is_better else -1.0
-    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: (-sign * n.score, n.seq))
+    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: (best_first(n.score, search.task.higher_is_better), n.seq))
     keep = {n.id for n in valid[:FULL_DETAIL_TOP]}
     keep |= {n.id for n in sorted(nodes, key=lambda n: -n.seq)[:FULL_DETAIL_NEWEST]}
     chosen = [search.final_node, search.best_node]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcgs.direction import best_first
 from mcgs.coders import CoderAnswer
 from mcgs.task import TaskSpec, read_table
 
@@ -183,7 +184,7 @@ def rank_plans(results: list[PlanResult], higher_is_better: bool) -> list[PlanRe
     want more drafts than there are good plans.
     """
     valid = [r for r in results if r.state == "valid" and r.score is not None and math.isfinite(r.score)]
-    valid.sort(key=lambda r: (-r.score if higher_is_better else r.score, r.runtime_s))
+    valid.sort(key=lambda r: (best_first(r.score, higher_is_better), r.runtime_s))
     top = valid[: math.ceil(len(valid) / 2)]
     unknown = [r for r in results if r.state in ("skipped", "timeout", "oom")]
     failed = [r for r in results if r not in valid and r not in unknown]

@@ -19,6 +19,7 @@ import datetime as _dt
 import functools
 from pathlib import Path
 
+from mcgs.direction import best_first
 from mcgs.node import FrozenEdge, FrozenNode, Operator, RunStatus
 from mcgs.run_folder import locate_run
 from mcgs.settings import SearchSettings
@@ -112,8 +113,7 @@ class RunSnapshot:
         singles = [n for n in self.nodes if n.is_valid and n.operator is not Operator.ENSEMBLE]
         if not singles:
             return None
-        sign = -1.0 if self.task.higher_is_better else 1.0
-        return min(singles, key=lambda n: (sign * n.score, n.seq))
+        return min(singles, key=lambda n: (best_first(n.score, self.task.higher_is_better), n.seq))
 
     @property
     def spent_s(self) -> float:

@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from mcgs.candidate_files import remove_tree
+from mcgs.direction import best_of, better
 from mcgs.evaluation import OutputError, evaluate_workspace
 from mcgs.graph import valid_nodes
 from mcgs.node import FrozenNode, NodeState, Operator
@@ -40,7 +41,7 @@ OUTCOME_STATE = {
 
 def is_better(score: float, others, higher_is_better: bool) -> bool:
     """Whether ``score`` beats every one of ``others`` in the metric's direction (strictly)."""
-    return score > max(others) if higher_is_better else score < min(others)
+    return better(score, best_of(others, higher_is_better), higher_is_better)
 
 
 def judge(search, node: FrozenNode, result: ExecutionResult, cut_s: float | None = None) -> FrozenNode:

@@ -22,6 +22,7 @@ import logging
 import time
 
 from mcgs.contract import OOF_PATH
+from mcgs.direction import best_first
 from mcgs.ensemble import FINAL_ENSEMBLE_TAG
 from mcgs.evaluation import OutputError
 from mcgs.graph import newest_first, valid_nodes
@@ -117,7 +118,7 @@ def _candidates(search) -> list[FrozenNode]:
     valid = valid_nodes(search.graph())
     members = [n for n in valid if n.operator is not Operator.ENSEMBLE]
     search.ensemble_state.checked = len(members)
-    members.sort(key=lambda n: (-n.score if search.task.higher_is_better else n.score, n.seq))
+    members.sort(key=lambda n: (best_first(n.score, search.task.higher_is_better), n.seq))
     earlier = {int(i) for e in valid if e.operator is Operator.ENSEMBLE for i in e.config.get("weights", {})}
     limit = search.settings.ensemble_max_members
     return members[:limit] + [n for n in members[limit:] if n.id in earlier]

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 from mcgs.coders import CoderAnswer, CoderRequest, config_key
 from mcgs.contract import CONTRACT_VERSION
+from mcgs.direction import best_first
 from mcgs.knowledge_base import KnowledgeEntry, get_entry, rank_entries, retrieve, template_environment
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
@@ -392,7 +393,7 @@ class RecipeCoder:
         inputs = [n for n in ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references if n is not None and n.is_valid and n.config.get("model")]
         if not inputs:
             raise ValueError(f"{req.operator.value} needs at least one valid input with a recipe config")
-        strongest = min(inputs, key=lambda n: (-n.score if req.task.higher_is_better else n.score, n.seq))
+        strongest = min(inputs, key=lambda n: (best_first(n.score, req.task.higher_is_better), n.seq))
         config = copy.deepcopy(strongest.config)
         for n in inputs:
             for f, on in n.config["features"].items():
