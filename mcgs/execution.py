@@ -34,7 +34,7 @@ from mcgs.sandbox import run_program
 from mcgs.settings import SearchSettings
 from mcgs.verdicts import judge, record_verdict
 
-__all__ = ["begin", "announce", "search_serially", "search_in_parallel", "work", "execute", "prepare_node_workspace", "heartbeat", "requeue_lost",
+__all__ = ["begin", "announce", "next_candidate", "search_serially", "search_in_parallel", "work", "execute", "prepare_node_workspace", "heartbeat", "requeue_lost",
            "retry_interrupted", "oversubscription"]
 
 logger = logging.getLogger(__name__)
@@ -242,6 +242,39 @@ def search_serially(search) -> None:
             search.coder_stopped(exc)
 
 
+def next_candidate(search, in_flight: int = 0) -> tuple[FrozenNode, float, int] | None:
+    """The next node to run: claimed from the queue, or selected, written, reviewed and stored
+    (``search.launch()``; steps that end without a candidate, a rejected program or an
+    in-search ensemble, are passed over), after a pause while the disk is below its floor.
+
+    Args:
+        search: The search.
+        in_flight: Candidates this process runs now (they count against the node budget).
+
+    Returns:
+        ``(node, timeout_s, seed)``, or None once a budget is spent (``search.stop_reason``
+        says which; a coder that asks to stop spends the run's).
+
+    Raises:
+        KeyboardInterrupt: the search is being stopped.
+    """
+    while True:
+        if search.stop_requested:
+            raise KeyboardInterrupt("stop requested")
+        search.disk.wait_for_floor()
+        reason = search.budget_exhausted(in_flight=in_flight)
+        if reason:
+            search.stop_reason = reason
+            return None
+        try:
+            launched = search.launch()
+        except CoderStop as exc:
+            search.coder_stopped(exc)
+            continue
+        if launched is not None:
+            return launched
+
+
 def search_in_parallel(search) -> None:
     """Keep ``settings.workers`` candidates running at once (DESIGN §7).
 
@@ -260,18 +293,9 @@ def search_in_parallel(search) -> None:
             if search.stop_requested:
                 raise KeyboardInterrupt("stop requested")
             while len(in_flight) < workers:
-                search.disk.wait_for_floor()
-                reason = search.budget_exhausted(in_flight=len(in_flight))
-                if reason:
-                    search.stop_reason = reason
-                    break
-                try:
-                    launched = search.launch()
-                except CoderStop as exc:
-                    search.coder_stopped(exc)
-                    continue
+                launched = next_candidate(search, in_flight=len(in_flight))
                 if launched is None:
-                    continue  # finished without running (rejected, or an ensemble built inline)
+                    break
                 node, timeout, seed = launched
                 in_flight[pool.submit(execute, search, node, timeout, seed)] = node
             if not in_flight:

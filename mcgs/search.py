@@ -28,6 +28,7 @@ from mcgs.evaluation import TaskLabels
 from mcgs.expansion import launch
 from mcgs.execution import (
     begin,
+    next_candidate,
     execute,
     heartbeat,
     prepare_node_workspace,
@@ -394,19 +395,9 @@ class Search:
             beat.__enter__()
             self._session = (lock, beat)
         while True:
-            if self._stop.is_set():
-                raise KeyboardInterrupt("stop requested")
-            self.disk.wait_for_floor()
-            self.stop_reason = self.budget_exhausted()
-            if self.stop_reason:
-                return None
-            try:
-                launched = self.launch()
-            except CoderStop as exc:
-                self.coder_stopped(exc)
-                continue
+            launched = next_candidate(self)
             if launched is None:
-                continue
+                return None
             node = launched[0]
             _, problem = prepare_node_workspace(self, node)
             if problem is None:

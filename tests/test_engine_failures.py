@@ -124,12 +124,18 @@ def test_a_storage_that_is_full_for_another_reason_is_named_not_a_traceback(tmp_
             store.update_run(run.id, settings_json="x" * 100_000)
 
 
-def test_a_deleted_node_folder_is_lost_artifacts_and_the_run_finishes(tmp_path):
+def _finished_run(tmp_path, max_nodes: int) -> Path:
+    """A run of ``max_nodes`` fast recipe nodes on write_task's task, made with `mcgs run`."""
     task = write_task(tmp_path / "task", task={"metric": "accuracy"})
     run = tmp_path / "run"
-    code, output = _invoke("run", task, "--out", run, "--max-nodes", "3", "--plans", "0", "--time-budget", "5m",
+    code, output = _invoke("run", task, "--out", run, "--max-nodes", str(max_nodes), "--plans", "0", "--time-budget", "5m",
                            "--models", ",".join(FAST), "--coder", "recipe")
     assert code == 0, output
+    return run
+
+
+def test_a_deleted_node_folder_is_lost_artifacts_and_the_run_finishes(tmp_path):
+    run = _finished_run(tmp_path, 3)
     import json
 
     best = json.loads((run / "best" / "node.json").read_text())["node"]
@@ -148,11 +154,7 @@ def test_a_deleted_node_folder_is_lost_artifacts_and_the_run_finishes(tmp_path):
 
 
 def test_status_and_report_work_on_a_read_only_run_folder(tmp_path):
-    task = write_task(tmp_path / "task", task={"metric": "accuracy"})
-    run = tmp_path / "run"
-    code, output = _invoke("run", task, "--out", run, "--max-nodes", "2", "--plans", "0", "--time-budget", "5m",
-                           "--models", ",".join(FAST), "--coder", "recipe")
-    assert code == 0, output
+    run = _finished_run(tmp_path, 2)
     shutil.rmtree(tmp_path / "task")  # archived without its task folder
     with _mount("", tmp_path / "archive", "--bind", "-o", "ro", source=str(run)) as archive:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(archive)], check=True)

@@ -127,18 +127,23 @@ def _softmax(z):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _three_classes(tmp_path, seed: int):
+    """A 3-class log-loss task, a generator, 3 000 rows' true-class logits (4 on the true
+    class) and their labels: what the calibration tests draw members from."""
+    spec = make_task(tmp_path / "t", "multiclass", metric="log_loss")
+    rng = np.random.default_rng(seed)
+    n = 3000
+    y = rng.integers(0, 3, n)
+    return spec, rng, n, 4.0 * np.eye(3)[y], np.asarray(["high", "low", "mid"])[y]
+
+
 def test_select_ensemble_sharpens_under_confident_members_and_drops_flat_ones(tmp_path):
     """Two regularised (under-confident) models of a 3-class problem plus a flat one: the
     arithmetic blend cannot undo the shrinkage; temperature scaling on the blend can."""
-    spec = make_task(tmp_path / "t", "multiclass", metric="log_loss")
-    rng = np.random.default_rng(2)
-    n = 3000
-    y = rng.integers(0, 3, n)
-    logits = 4.0 * np.eye(3)[y]
+    spec, rng, n, logits, labels = _three_classes(tmp_path, seed=2)
     weak_a = _softmax(0.35 * (logits + rng.normal(0, 1.5, (n, 3))))
     weak_b = _softmax(0.35 * (logits + rng.normal(0, 1.5, (n, 3))))
     flat = np.full((n, 3), 1 / 3)
-    labels = np.asarray(["high", "low", "mid"])[y]
     oofs = {1: weak_a, 2: weak_b, 3: flat}
     plain = greedy_selection(spec, labels, oofs)
     sel = select_ensemble(spec, labels, oofs)
@@ -154,14 +159,9 @@ def test_select_ensemble_hands_in_a_calibrated_single_member_when_it_beats_every
     """Leaf-classification in the ablation: greedy steps compare members before calibration,
     so an accurate but under-confident member (shrunk logits) loses to confident, less accurate
     ones; calibrated alone it is the best there is."""
-    spec = make_task(tmp_path / "t", "multiclass", metric="log_loss")
-    rng = np.random.default_rng(4)
-    n = 3000
-    y = rng.integers(0, 3, n)
-    logits = 4.0 * np.eye(3)[y]
+    spec, rng, n, logits, labels = _three_classes(tmp_path, seed=4)
     accurate_but_shrunk = _softmax(0.2 * (logits + rng.normal(0, 0.8, (n, 3))))
     confident = {m: _softmax(1.0 * (logits + rng.normal(0, 3.0, (n, 3)))) for m in (2, 3)}
-    labels = np.asarray(["high", "low", "mid"])[y]
     oofs = {1: accurate_but_shrunk, **confident}
     plain = greedy_selection(spec, labels, oofs)
     assert 1 not in plain.weights or len(plain.weights) > 1  # greedy alone does not find it

@@ -14,7 +14,7 @@ from mcgs.sandbox import namespace_isolation_available
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
 
-from test_task import write_task
+from test_task import WRITE_OUTPUTS, write_task
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -34,17 +34,7 @@ if MODE == "predict":
     with open(OUT + ".raw.csv", "w") as f:
         f.write("row," + col + "\\n" + "".join(f"{i},0.5\\n" for i in range(len(test))))
     sys.exit(0)
-os.makedirs("working", exist_ok=True)
-os.makedirs("submission", exist_ok=True)
-rows = [r["row"] for r in csv.DictReader(open("input/folds.csv")) if int(r["fold"]) >= 0]
-with open("working/oof.csv", "w") as f:
-    f.write("row," + col + "\\n" + "".join(f"{r},0.5\\n" for r in rows))
-test = list(csv.DictReader(open(task["files"]["test"]["path"])))
-with open("working/test_pred.csv", "w") as f:
-    f.write("row," + col + "\\n" + "".join(f"{i},0.5\\n" for i in range(len(test))))
-with open("submission/submission.csv", "w") as f:
-    f.write(task["id_column"] + "," + col + "\\n" + "".join(r[task["id_column"]] + ",yes\\n" for r in test))
-with open(os.environ.get("MCGS_MODEL_FILE", "working/model.joblib"), "w") as f:
+''' + WRITE_OUTPUTS + '''with open(os.environ.get("MCGS_MODEL_FILE", "working/model.joblib"), "w") as f:
     f.write("a model")
 '''
 

@@ -12,6 +12,22 @@ from mcgs.contract import build_task_json, make_folds
 from mcgs.task import TaskError, load_task
 
 
+# The outputs of a candidate for write_task's binary task, standard library only (``task`` and
+# ``col`` set before): constant OOF and test predictions and a submission of "yes".
+WRITE_OUTPUTS = '''
+os.makedirs("working", exist_ok=True)
+os.makedirs("submission", exist_ok=True)
+rows = [r["row"] for r in csv.DictReader(open("input/folds.csv")) if int(r["fold"]) >= 0]
+with open("working/oof.csv", "w") as f:
+    f.write("row," + col + "\\n" + "".join(f"{r},0.5\\n" for r in rows))
+test = list(csv.DictReader(open(task["files"]["test"]["path"])))
+with open("working/test_pred.csv", "w") as f:
+    f.write("row," + col + "\\n" + "".join(f"{i},0.5\\n" for i in range(len(test))))
+with open("submission/submission.csv", "w") as f:
+    f.write(task["id_column"] + "," + col + "\\n" + "".join(r[task["id_column"]] + ",yes\\n" for r in test))
+'''
+
+
 def write_task(folder: Path, *, task: dict | None, n: int = 60, target="label", id_col="pid", labels=("no", "yes")) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rows = range(n)
