@@ -34,7 +34,9 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     task = build_demo_task(tmp_path / "task")
     spec = load_task(task)
     code = RecipeCoder(models=("model.logistic_regression",)).write(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec))).code
-    slow = code.replace("import numpy as np", "import time\ntime.sleep(8)\nimport numpy as np", 1)
+    # long enough to outlast the checks below on a loaded machine (with 8 s it finished before the
+    # kill once, while other searches shared the two cores)
+    slow = code.replace("import numpy as np", "import time\ntime.sleep(15)\nimport numpy as np", 1)
     lr = distinct_programs(code, "lr")
     replies = [lr(), lr(), tool_reply({"plan": "slow lr", "code": slow})]
     run = tmp_path / "run"
@@ -87,7 +89,7 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     states = {seq: (state, attempts) for seq, state, attempts in _rows(db, "select seq, state, attempts from nodes where seq > 0")}
     # the candidate in flight at the kill is the only one run again: same node, same program, second claim
     assert states[3] == ("valid", 2) and sum(s == "valid" for s, _ in states.values()) == 4
-    assert "time.sleep(8)" in _rows(db, "select code from nodes where seq = 3")[0][0]
+    assert "time.sleep(15)" in _rows(db, "select code from nodes where seq = 3")[0][0]
     ledger = _rows(db, "select node_seq, request_id, cost_usd from llm_calls order by id")
     assert ledger[: len(spent)] == spent  # nothing spent before the kill is lost or repeated
     assert {seq for seq, _, _ in ledger[len(spent):]}.isdisjoint({1, 2, 3})  # not even the in-flight node's program
