@@ -29,7 +29,6 @@ never stopped.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import random
@@ -37,9 +36,23 @@ from typing import Sequence
 
 import networkx as nx
 
-from mcgs.direction import best_first, best_of, better
-from mcgs.graph import _derived, branch_node_ids, branch_of, cache_entries, children, newest_first, node, primary_ancestors, register_cache, root_of, valid_nodes
+from mcgs.branches import (
+    GRAPH_OPERATORS,
+    IMPROVE_TIERS,
+    Expansion,
+    branch_best,
+    branch_members,
+    debug_depth,
+    improve_tier,
+    is_branch_stagnant,
+    is_globally_stagnant,
+    live_children,
+    ranked_search_nodes,
+)
+from mcgs.direction import best_of
+from mcgs.graph import _derived, branch_of, cache_entries, children, node, primary_ancestors, register_cache, root_of
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
+from mcgs.operators import AT_NODE, aggregate
 from mcgs.settings import SearchSettings
 
 __all__ = [
@@ -63,32 +76,8 @@ __all__ = [
     "GreedyPolicy",
     "POLICIES",
     "policy_for",
+    "IMPROVE_TIERS",
 ]
-
-IMPROVE_TIERS = ("params", "features", "strategy")
-# Operators that merge or re-read other nodes; the tree policy never uses them.
-GRAPH_OPERATORS = (Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE)
-
-
-@dataclasses.dataclass(frozen=True)
-class Expansion:
-    """What to expand next: a primary parent and the operator that writes the child.
-
-    Attributes:
-        parent_id: Node to expand (the new node's primary parent).
-        operator: DRAFT or AGGREGATE (parent = root), DEBUG (failed parent), IMPROVE, EVOLVE
-            or FUSION (valid parent), ENSEMBLE (parent = root; built by the engine).
-        tier: For IMPROVE, index into :data:`IMPROVE_TIERS` (0 params, 1 features, 2 strategy).
-        reason: Short human-readable why, stored with the node's plan.
-        references: Other nodes the operator reads: the fusion/aggregation inputs (stored as
-            ``fuses`` edges) or the branch history Evolve learns from (``references`` edges).
-    """
-
-    parent_id: int
-    operator: Operator
-    tier: int = 0
-    reason: str = ""
-    references: tuple[int, ...] = ()
 
 
 def compute_reward(
@@ -296,205 +285,16 @@ def uct_value(child: _Stats, parent: _Stats, c: float, cost_scale_s: float = 0.0
     return q + c * math.sqrt(math.log(max(parent.visits, 1.0)) / child.visits) - cost
 
 
-def _live_children(g: nx.DiGraph, v: int) -> list[int]:
-    """Primary children that count against child limits (interrupted ones do not)."""
-    return [c for c in children(g, v) if node(g, c).state is not NodeState.INTERRUPTED]
-
-
-def debug_depth(g: nx.DiGraph, v: int) -> int:
-    """Number of consecutive DEBUG steps that led to node v."""
-    depth = 0
-    cur = v
-    while cur is not None and node(g, cur).operator is Operator.DEBUG:
-        depth += 1
-        cur = node(g, cur).parent_id
-    return depth
-
-
-def _better(a: FrozenNode, b: FrozenNode, higher_is_better: bool) -> bool:
-    return better(a.score, b.score, higher_is_better)
-
-
-def branch_members(g: nx.DiGraph, head: int) -> list[FrozenNode]:
-    """Nodes of the branch headed by ``head`` (a draft or an aggregate node and its
-    primary-parent descendants), in creation order."""
-    return [node(g, v) for v in branch_node_ids(g, head)]
-
-
-def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[FrozenNode | None, int]:
-    """The branch's best valid node (earliest wins ties) and the number of valid nodes of the
-    branch created after it (its spent patience). Cached on the graph per branch and kept up
-    to date by :func:`mcgs.graph.update_graph` (a new valid node that does not beat the best
-    adds one to the count; one that does, or an older one, has the branch recounted)."""
-    entries = cache_entries(g, "_mcgs_branch_best")
-    if (head, higher_is_better) in entries:
-        return entries[head, higher_is_better]
-    members = [m for m in branch_members(g, head) if m.is_valid]
-    if not members:
-        entries[head, higher_is_better] = (None, 0)
-        return None, 0
-    best = members[0]
-    for m in members[1:]:
-        if _better(m, best, higher_is_better):
-            best = m
-    entries[head, higher_is_better] = (best, sum(1 for m in members if m.seq > best.seq))
-    return entries[head, higher_is_better]
-
-
-def _update_branch_best(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
-    """:func:`mcgs.graph.register_cache` updater of :func:`branch_best`."""
-    head_of = _derived(g)["head"]
-    entries = cache["entries"]
-    for old, new in changes:
-        h = head_of.get(new.id)
-        for hib in (True, False):
-            if (h, hib) not in entries or new.is_valid == (old is not None and old.is_valid):
-                continue
-            best, since = entries[h, hib]
-            if old is not None and old.is_valid:  # a valid node changed (storage never does this)
-                del entries[h, hib]
-            elif best is not None and new.seq > best.seq and not _better(new, best, hib):
-                entries[h, hib] = (best, since + 1)
-            else:  # a new best, or a node older than the best: recount the branch
-                del entries[h, hib]
-    return True
-
-
-register_cache("_mcgs_branch_best", _update_branch_best)
-
-
-def _rank_key(n: FrozenNode, higher_is_better: bool) -> tuple[float, int, int]:
-    return (best_first(n.score, higher_is_better), n.seq, n.id)
-
-
-def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[float, int, int]]:
-    """Valid search nodes (ensembles aside), best first (earliest wins ties), as
-    ``(sort key, seq, node id)``. Cached on the graph and kept sorted by
-    :func:`mcgs.graph.update_graph` (a new valid node is inserted by bisection), so the global
-    top-K costs no sort of every node. The returned list is the cache: do not modify it."""
-    entries = cache_entries(g, "_mcgs_ranking")
-    if higher_is_better not in entries:
-        entries[higher_is_better] = sorted(
-            _rank_key(n, higher_is_better) for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE
-        )
-    return entries[higher_is_better]
-
-
-def _update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
-    """:func:`mcgs.graph.register_cache` updater of :func:`ranked_search_nodes`."""
-    for old, new in changes:
-        if old is not None and old.is_valid:
-            return False  # a valid node changed (storage never does this): rank again
-        if new.is_valid and new.operator is not Operator.ENSEMBLE:
-            for hib, ranked in cache["entries"].items():
-                bisect.insort(ranked, _rank_key(new, hib))
-    return True
-
-
-register_cache("_mcgs_ranking", _update_ranking)
-
-
-def is_branch_stagnant(g: nx.DiGraph, head: int, s: SearchSettings, higher_is_better: bool) -> bool:
-    """True when the branch's last ``s.branch_stagnation`` successful nodes did not beat its
-    best (DESIGN §4)."""
-    best, since = branch_best(g, head, higher_is_better)
-    return best is not None and since >= s.branch_stagnation
-
-
-def is_globally_stagnant(g: nx.DiGraph, s: SearchSettings) -> bool:
-    """True when the last ``s.global_stagnation`` finished refinement nodes all failed to set
-    a new global best by more than the improvement threshold — i.e. none of them earned the
-    reward's new-best bonus (DESIGN §4).
-
-    Drafts and ensembles are not counted. A draft that does not beat the first one is
-    exploration, not a failed attempt to improve. Counting drafts made the search "stagnant"
-    as soon as drafting ended, in 9 of the 12 MCGS runs of the 2026-12-01 ablation: Aggregate
-    then merged five unimproved drafts before any branch had had an Improve step.
-    """
-    done = []  # the last global_stagnation finished refinement nodes, newest first
-    for n in newest_first(g):
-        if n.reward is not None and n.operator not in (Operator.ENSEMBLE, Operator.DRAFT):
-            done.append(n)
-            if len(done) == s.global_stagnation:
-                break
-    if len(done) < s.global_stagnation:
-        return False
-    return all(n.reward < 1.0 for n in done)
-
-
-def improve_tier(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> int:
-    """Improve tier of a node's branch: escalate with the branch's patience.
-
-    Counts the valid nodes in v's branch created after the branch's best; 0 while that count
-    is below ``branch_patience`` (parameter changes), 1 below twice the patience (feature
-    engineering), else 2 (strategy changes) — the MLEvolve tiers.
-    """
-    head = branch_of(g, v)
-    if head is None:
-        return 0
-    _, since = branch_best(g, head, higher_is_better)
-    return min(since // s.branch_patience, len(IMPROVE_TIERS) - 1)
-
-
-def _good_branches(g: nx.DiGraph, higher_is_better: bool) -> list[FrozenNode]:
-    """Best valid node of every branch that has one, best first."""
-    root = root_of(g)
-    bests = []
-    for head in children(g, root):
-        if node(g, head).operator is Operator.ENSEMBLE:
-            continue
-        best, _ = branch_best(g, head, higher_is_better)
-        if best is not None:
-            bests.append(best)
-    return sorted(bests, key=lambda n: (best_first(n.score, higher_is_better), n.seq))
-
-
-def _graph_expansion(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
-    """When selection reaches a valid node of a stagnant branch: Evolve or Fusion on the
-    branch's best node (while it has room for graph children), else None."""
-    head = branch_of(g, v)
-    if head is None or s.graph_children <= 0:
-        return None
-    best, since = branch_best(g, head, higher_is_better)
-    if best is None or since < s.branch_stagnation:
-        return None
-    v = best.id
-    kids = [node(g, c) for c in _live_children(g, v)]
-    graph_kids = [k for k in kids if k.operator in (Operator.EVOLVE, Operator.FUSION)]
-    if len(graph_kids) >= s.graph_children:
-        return None
-    others = [b for b in _good_branches(g, higher_is_better) if branch_of(g, b.id) != head][: s.max_fusion_refs]
-    n_fusion = sum(k.operator is Operator.FUSION for k in graph_kids)
-    n_evolve = len(graph_kids) - n_fusion
-    if others and n_fusion <= n_evolve:
-        refs = tuple(o.id for o in others)
-        return Expansion(v, Operator.FUSION, reason=f"fusion: branch stagnant for {since} nodes; merge with the best of {len(refs)} other branch(es)", references=refs)
-    history = tuple(m.id for m in branch_members(g, head) if m.id != v and m.state.is_finished())
-    return Expansion(v, Operator.EVOLVE, reason=f"evolve: branch stagnant for {since} nodes; learn from its {len(history)} other nodes", references=history)
-
 
 def _expansion_at(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool, graph_ops: bool = False) -> Expansion | None:
-    fn = node(g, v)
-    kids = _live_children(g, v)
-    if fn.state is NodeState.ROOT:
-        drafts = [c for c in kids if node(g, c).operator is Operator.DRAFT]
-        if len(drafts) < s.num_drafts:
-            return Expansion(v, Operator.DRAFT, reason=f"draft {len(drafts) + 1} of {s.num_drafts}")
-        return None
-    if fn.state.is_failure():
-        debug_kids = [c for c in kids if node(g, c).operator is Operator.DEBUG]
-        if len(debug_kids) < s.num_debug_children and debug_depth(g, v) < s.max_debug_depth:
-            return Expansion(v, Operator.DEBUG, reason=f"debug {fn.state.value} node (depth {debug_depth(g, v) + 1})")
-        return None
-    if fn.state is NodeState.VALID and fn.operator is not Operator.ENSEMBLE:
-        if graph_ops:
-            exp = _graph_expansion(g, v, s, higher_is_better)
-            if exp is not None:
-                return exp
-        imp = [c for c in kids if node(g, c).operator is Operator.IMPROVE]
-        if len(imp) < s.num_improve_children:
-            tier = improve_tier(g, v, s, higher_is_better)
-            return Expansion(v, Operator.IMPROVE, tier=tier, reason=f"improve ({IMPROVE_TIERS[tier]})")
+    """The first operator of :data:`mcgs.operators.AT_NODE` that proposes an expansion of ``v``
+    (Evolve and Fusion only with ``graph_ops``), or None."""
+    for op in AT_NODE:
+        if not graph_ops and op.OPERATOR in GRAPH_OPERATORS:
+            continue
+        exp = op.propose(g, v, s, higher_is_better)
+        if exp is not None:
+            return exp
     return None
 
 
@@ -558,26 +358,6 @@ class _Selectable:
         return memo[v]
 
 
-def _aggregate_expansion(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool) -> Expansion | None:
-    """Aggregate on global stagnation with two good branches or more, once per stagnation
-    spell (not again before a new global best or ``global_stagnation`` more nodes)."""
-    if not is_globally_stagnant(g, s):
-        return None
-    bests = _good_branches(g, higher_is_better)
-    if len(bests) < 2:
-        return None
-    recent = []  # the last global_stagnation search nodes (finished or not)
-    for n in newest_first(g):
-        if n.operator not in (Operator.ROOT, Operator.ENSEMBLE):
-            recent.append(n)
-            if len(recent) == s.global_stagnation:
-                break
-    if any(n.operator is Operator.AGGREGATE for n in recent):
-        return None
-    refs = tuple(b.id for b in bests[:5])
-    return Expansion(root_of(g), Operator.AGGREGATE, reason=f"aggregate: no new best in the last {s.global_stagnation} nodes; merge the bests of {len(refs)} branches", references=refs)
-
-
 def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random) -> Expansion | None:
     """Late in the budget, improve one of the global top-K (K at most half the valid nodes,
     at most ``exploit_per_branch`` per branch) with a probability rising from 0 at ``exploit_start`` to
@@ -608,7 +388,7 @@ def _exploit_expansion(g: nx.DiGraph, s: SearchSettings, progress: float, higher
 def _select_uct(g: nx.DiGraph, s: SearchSettings, progress: float, higher_is_better: bool, rng: random.Random, graph_ops: bool) -> Expansion:
     root = root_of(g)
     if graph_ops:
-        exp = _aggregate_expansion(g, s, higher_is_better)
+        exp = aggregate.propose(g, s, higher_is_better)
         if exp is not None:
             return exp
     exp = _exploit_expansion(g, s, progress, higher_is_better, rng)
@@ -636,13 +416,13 @@ def _select_greedy(g: nx.DiGraph, s: SearchSettings, higher_is_better: bool, rng
     whose debug depth is below the limit; else improve the best valid node (draft again when
     there is none). In-flight nodes are skipped so parallel workers do not collide."""
     root = root_of(g)
-    drafts = [c for c in _live_children(g, root) if node(g, c).operator is Operator.DRAFT]
+    drafts = [c for c in live_children(g, root) if node(g, c).operator is Operator.DRAFT]
     if len(drafts) < s.num_drafts:
         return Expansion(root, Operator.DRAFT, reason=f"draft {len(drafts) + 1} of {s.num_drafts}")
     if rng.random() < s.debug_prob:
         leaves = [
             d["node"] for v, d in g.nodes(data=True)
-            if d["node"].state.is_failure() and not _live_children(g, v) and debug_depth(g, v) < s.max_debug_depth
+            if d["node"].state.is_failure() and not live_children(g, v) and debug_depth(g, v) < s.max_debug_depth
         ]
         if leaves:
             pick = rng.choice(sorted(leaves, key=lambda n: n.seq))

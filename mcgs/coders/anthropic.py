@@ -45,6 +45,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, Field
 
 from mcgs.coders import Coder, CoderAnswer, CoderRequest, CoderStop, config_key, program_key
+from mcgs import operators
 from mcgs.node import FrozenNode, Operator
 from mcgs.settings import SearchSettings
 
@@ -52,14 +53,6 @@ __all__ = ["AnthropicCoder", "SolutionAnswer", "ExpertPlan", "prompt_environment
 
 logger = logging.getLogger(__name__)
 
-_TEMPLATES = {
-    Operator.DRAFT: "draft.j2",
-    Operator.DEBUG: "debug.j2",
-    Operator.IMPROVE: "improve.j2",
-    Operator.EVOLVE: "evolve.j2",
-    Operator.FUSION: "fusion.j2",
-    Operator.AGGREGATE: "aggregate.j2",
-}
 _TIERS = ("parameters", "features", "strategy")
 _STAGNATION_OPERATORS = (Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE)
 CHARS_PER_TOKEN = 3.0  # conservative (English prose is ~4, code ~3.5): the budget over-estimates
@@ -89,8 +82,6 @@ class ExpertPlan(BaseModel):
 def prompt_environment():
     """Jinja2 environment over ``operators/prompts`` (strict about undefined names)."""
     import jinja2
-
-    from mcgs import operators
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(operators.__file__).parent / "prompts")),
@@ -238,7 +229,7 @@ class AnthropicCoder:
         """The operator's variable part. ``shrink`` keeps one reference, no siblings or
         lineage, and shorter logs (after a context-length error)."""
         max_log = self.llm.max_log_chars // (4 if shrink else 1)
-        text = prompt_environment().get_template(_TEMPLATES[req.operator]).render(
+        text = prompt_environment().get_template(operators.PROMPTS[req.operator]).render(
             parent=req.parent,
             siblings=() if shrink else req.siblings,
             lineage=() if shrink else req.lineage[:3],

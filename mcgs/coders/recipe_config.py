@@ -1,0 +1,182 @@
+"""What a recipe config holds, how it is rendered into a program, and the small moves the
+operators' recipe steps make on it (:mod:`mcgs.coders.recipe` is the coder that calls them).
+
+A program is fully described by a small config::
+
+    {"model": "model.lightgbm", "params": {...}, "features": {"split_compound": true, ...},
+     "n_seeds": 1, "log_target": false, "seed": 0, "change": "what this node changed"}
+
+and rendered from ``knowledge_base/recipes/solution.py.j2`` plus the model's and the enabled
+feature blocks' templates. ``change`` names the move that made the config (``param:NAME:up``,
+``feature:FLAG``, ``strategy:...``, ``debug:...``), so an operator can avoid a move a sibling
+already made.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any, Iterable
+
+from mcgs.contract import CONTRACT_VERSION
+from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
+from mcgs.node import FrozenNode
+from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
+
+__all__ = [
+    "FEATURE_ORDER", "COST_PARAMS", "feature_entries", "model_entries", "family", "default_config",
+    "render_program", "mutate_params", "toggle_feature", "changes", "last_line",
+]
+
+# Feature blocks in the order they run; each is controlled by a config flag.
+FEATURE_ORDER = (
+    "datetime_parts", "cyclical_time", "covariate_lags", "text_stats",
+    "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
+)
+# Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
+COST_PARAMS = ("n_estimators", "iterations", "max_iter")
+
+
+def feature_entries(profile: dict[str, Any]) -> dict[str, KnowledgeEntry]:
+    """The feature-block entries that apply to a data profile, by their config flag."""
+    return {e.recipe.flag: e for e in retrieve(profile, recipe_kind="feature") if e.recipe.flag}
+
+
+def model_entries(profile: dict[str, Any]) -> list[KnowledgeEntry]:
+    """The model entries that apply to a data profile."""
+    return retrieve(profile, recipe_kind="model")
+
+
+def family(entry: KnowledgeEntry) -> str:
+    """The model family an entry belongs to (its own id unless it declares one)."""
+    return (entry.recipe.family if entry.recipe else None) or entry.id
+
+
+def _fmt(v: Any) -> Any:
+    if isinstance(v, float):
+        return float(f"{v:.4g}")
+    return v
+
+
+def default_config(model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
+    """The default config of a model entry: its default params and default feature blocks.
+
+    Raises:
+        KeyError: unknown model entry id.
+    """
+    entry = get_entry(model_id)
+    feats = feature_entries(profile)
+    return {
+        "model": model_id,
+        "params": dict(entry.recipe.params),
+        "features": {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER},
+        "n_seeds": 1,
+        "log_target": profile.get("metric") in ("rmsle", "mean_column_rmsle"),
+        "change": "draft",
+    }
+
+
+def render_program(config: dict[str, Any], *, title: str, plan: str, profile: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """Render a config into a standalone ``solution.py``.
+
+    Returns:
+        ``(code, knowledge_ids)``.
+
+    Raises:
+        KeyError: unknown model entry id in the config.
+    """
+    model = get_entry(config["model"])
+    feats = feature_entries(profile)
+    blocks = ["fe_base.py.j2"]
+    ids = ["data.column_types"]
+    for flag in FEATURE_ORDER:
+        if config["features"].get(flag) and flag in feats:
+            blocks.append(feats[flag].recipe.template)
+            ids.append(feats[flag].id)
+    ids += [model.id, "strategy.kfold_oof"]
+    if config.get("n_seeds", 1) > 1:
+        ids.append("strategy.seed_averaging")
+    if config.get("log_target"):
+        ids.append("strategy.log_target")
+    params = {k: _fmt(v) for k, v in config["params"].items()}
+    code = template_environment().get_template("solution.py.j2").render(
+        title=title,
+        plan=plan,
+        knowledge_ids=ids,
+        contract_version=CONTRACT_VERSION,
+        seed=int(config.get("seed", 0)),
+        n_seeds=int(config.get("n_seeds", 1)),
+        log_target=bool(config.get("log_target")),
+        feature_blocks=blocks,
+        model_template=model.recipe.template,
+        params=repr(params),
+        max_categories=MAX_CATEGORIES,
+        text_min_words=TEXT_MIN_WORDS,
+    )
+    return code, tuple(ids)
+
+
+def mutate_params(config: dict[str, Any], entry: KnowledgeEntry, rng: random.Random, avoid: Iterable[str]) -> tuple[dict[str, Any], str]:
+    """One parameter of the model's search space moved up or down (a copy of ``config``):
+    by a factor of 1.4-2.2 on log-scaled ranges, by 15-30 % of the range otherwise, clipped to
+    the range. A move named in ``avoid`` (``param:NAME:up``) is skipped while another is left.
+    Boosting's rounds follow a learning-rate move in inverse proportion.
+
+    Returns:
+        ``(new config, what changed)``.
+    """
+    avoid = set(avoid)
+    space = entry.recipe.space
+    names = [n for n in space if n in config["params"]]
+    options = [(n, d) for n in names for d in ("up", "down")]
+    fresh = [o for o in options if f"param:{o[0]}:{o[1]}" not in avoid] or options
+    name, direction = rng.choice(fresh)
+    rng_def = space[name]
+    old = config["params"][name]
+    if rng_def.log:
+        factor = rng.uniform(1.4, 2.2)
+        new = old * factor if direction == "up" else old / factor
+    else:
+        step = (rng_def.high - rng_def.low) * rng.uniform(0.15, 0.3)
+        new = old + step if direction == "up" else old - step
+    new = min(max(new, rng_def.low), rng_def.high)
+    if rng_def.int:
+        new = int(round(new))
+    else:
+        new = _fmt(new)
+    out = copy.deepcopy(config)
+    out["params"][name] = new
+    # Keep boosting's learning rate and rounds in step: more rounds with a smaller rate.
+    if name == "learning_rate":
+        for cost in COST_PARAMS:
+            if cost in out["params"] and cost in space:
+                r = space[cost]
+                scaled = out["params"][cost] * (old / new) if new else out["params"][cost]
+                out["params"][cost] = int(min(max(round(scaled), r.low), r.high))
+    out["change"] = f"param:{name}:{direction}"
+    return out, f"change {name} {old} -> {new}"
+
+
+def toggle_feature(config: dict[str, Any], profile: dict[str, Any], rng: random.Random, avoid: Iterable[str]) -> str | None:
+    """Switch one applicable feature block not toggled in ``avoid`` (in place); returns what
+    was done, or None when every block was tried."""
+    avoid = set(avoid)
+    feats = feature_entries(profile)
+    toggles = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in avoid]
+    if not toggles:
+        return None
+    flag = rng.choice(toggles)
+    config["features"][flag] = not config["features"].get(flag, False)
+    config["change"] = f"feature:{flag}"
+    return f"{'add' if config['features'][flag] else 'remove'} feature block {feats[flag].title!r}"
+
+
+def changes(nodes: Iterable[FrozenNode]) -> set[str]:
+    """The ``change`` names of the nodes' configs (the moves already made)."""
+    return {str(n.config.get("change", "")) for n in nodes}
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of an error text, at most 200 characters."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "unknown error"
