@@ -291,7 +291,7 @@ def launch(task_dir: Path, run_dir: Path, policy: str, seed: int, budget: str, t
 
 def facts(run_dir: Path) -> dict:
     """What a finished run found: node counts, the final node and the best single node."""
-    from mcgs.ensemble import FINAL_ENSEMBLE_TAG
+    from mcgs.node import NodeRole
 
     search = open_search(run_dir)
     nodes = search.nodes()
@@ -300,7 +300,7 @@ def facts(run_dir: Path) -> dict:
     final = search.final_node
     # the ensemble node built in the budget's reserved slice (there is none when greedy selection
     # kept a single node); the final submission may still be a single node (``final_node``)
-    ensembles = [n for n in nodes if n.is_valid and n.operator.value == "ensemble" and n.plan.startswith(FINAL_ENSEMBLE_TAG)]
+    ensembles = [n for n in nodes if n.is_valid and n.role is NodeRole.FINAL_ENSEMBLE]
     final_ensemble = ensembles[-1] if ensembles else None
     return {
         "nodes": sum(1 for n in nodes if n.state.is_finished()),

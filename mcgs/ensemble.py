@@ -38,6 +38,7 @@ import numpy as np
 
 from mcgs.evaluation import normalised_probabilities, positive_labels, score_predictions
 from mcgs.metrics import get_metric
+from mcgs.node import NodeRole
 from mcgs.settings import setting_default
 from mcgs.task import TaskSpec
 
@@ -482,13 +483,14 @@ def honest_score(node) -> float:
 
 
 #: how the plan of the ensemble built in the budget's reserved slice at the end of a run starts
+#: (for a reader; the engine knows that node by its role, :attr:`mcgs.node.NodeRole.FINAL_ENSEMBLE`)
 FINAL_ENSEMBLE_TAG = "[final ensemble]"
 
 
 def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_error: Callable[[], float]):
     """The node a run hands in: the best single node or one of its ensemble nodes.
 
-    Once the run's final ensemble exists (plan starting with :data:`FINAL_ENSEMBLE_TAG`), it is
+    Once the run's final ensemble exists (role :attr:`~mcgs.node.NodeRole.FINAL_ENSEMBLE`), it is
     the only ensemble considered: its selection had every node and every earlier ensemble's
     members to choose from, and picking the best of a dozen in-search ensembles by a noisy
     estimate favours the luckiest one. Re-deciding the 17 stored runs of the six-competition
@@ -512,7 +514,7 @@ def choose_final(best, ensembles: Sequence, higher_is_better: bool, standard_err
     Returns:
         ``best`` or one of ``ensembles``.
     """
-    final = [e for e in ensembles if (getattr(e, "plan", "") or "").startswith(FINAL_ENSEMBLE_TAG)]
+    final = [e for e in ensembles if getattr(e, "role", None) is NodeRole.FINAL_ENSEMBLE]
     if final:
         ensembles = [max(final, key=lambda e: e.seq)]
     sign = 1.0 if higher_is_better else -1.0

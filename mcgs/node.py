@@ -11,7 +11,7 @@ import datetime as _dt
 import enum
 from typing import Any
 
-__all__ = ["RunStatus", "NodeState", "Operator", "EdgeKind", "FrozenNode", "FrozenEdge"]
+__all__ = ["RunStatus", "NodeState", "Operator", "EdgeKind", "NodeRole", "FrozenNode", "FrozenEdge"]
 
 
 class RunStatus(str, enum.Enum):
@@ -90,6 +90,19 @@ class Operator(str, enum.Enum):
     ENSEMBLE = "ensemble"
 
 
+class NodeRole(str, enum.Enum):
+    """What a node is for, besides the operator that made it; stored in its own column.
+
+    ``CANDIDATE``: a node of the search (every operator's, the in-search ensembles included).
+    ``FINAL_ENSEMBLE``: the ensemble built once at the end of a run over the best nodes; the
+    final choice (:func:`mcgs.ensemble.choose_final`) weighs it against the best single node and
+    no other ensemble is built after it.
+    """
+
+    CANDIDATE = "candidate"
+    FINAL_ENSEMBLE = "final_ensemble"
+
+
 class EdgeKind(str, enum.Enum):
     """Typed edges of the search graph. ``DERIVES`` edges (primary parent -> child) form the
     tree that carries UCT statistics; the others make it a graph."""
@@ -125,6 +138,7 @@ class FrozenNode:
             for nodes stored before claims existed.
         attempts: How many times the node was claimed (more than one: a worker was lost and
             the node retried).
+        role: :class:`NodeRole` (the final ensemble, or a search candidate).
     """
 
     id: int
@@ -149,6 +163,7 @@ class FrozenNode:
     review: dict[str, Any] = dataclasses.field(default_factory=dict)
     owner: str | None = None
     attempts: int = 0
+    role: NodeRole = NodeRole.CANDIDATE
 
     @property
     def is_valid(self) -> bool:

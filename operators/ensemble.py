@@ -23,10 +23,9 @@ import time
 
 from mcgs.contract import OOF_PATH
 from mcgs.direction import best_first
-from mcgs.ensemble import FINAL_ENSEMBLE_TAG
 from mcgs.evaluation import OutputError
 from mcgs.graph import newest_first, valid_nodes
-from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
+from mcgs.node import EdgeKind, FrozenNode, NodeRole, NodeState, Operator
 
 __all__ = ["EnsembleState", "ensemble_due", "build_ensemble", "final_ensemble_is_current", "FINAL_REASON"]
 
@@ -82,7 +81,7 @@ def final_ensemble_is_current(nodes) -> bool:
     """Whether the newest of ``nodes`` is a finished final ensemble: a resume that ran no new
     node (its budget already spent) would otherwise add the same ensemble again."""
     newest = max(nodes, key=lambda n: n.seq)
-    return (newest.operator is Operator.ENSEMBLE and newest.plan.startswith(FINAL_ENSEMBLE_TAG)
+    return (newest.role is NodeRole.FINAL_ENSEMBLE
             and newest.state not in (NodeState.PENDING, NodeState.RUNNING, NodeState.INTERRUPTED))
 
 
@@ -192,4 +191,5 @@ def _add_ensemble_node(search, reason: str) -> FrozenNode | None:
         search.run_id, parent_id=root.id, operator=Operator.ENSEMBLE, plan=plan, code=review.code, config=config,
         extra_edges=[(i, EdgeKind.ENSEMBLES, {"weight": w}) for i, w in sel.weights.items()],
         review=review.as_dict(), owner=search.owner, lease_s=search.settings.lease_s,
+        role=NodeRole.FINAL_ENSEMBLE if reason == FINAL_REASON else NodeRole.CANDIDATE,
     )

@@ -21,7 +21,7 @@ from mcgs.ensemble import (
     selection_criterion,
 )
 from mcgs.evaluation import score_predictions
-from mcgs.node import FrozenNode, NodeState, Operator
+from mcgs.node import FrozenNode, NodeRole, NodeState, Operator
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
 from recipe_runs import make_task
@@ -284,7 +284,8 @@ def test_stacking_node_runs_in_a_search_and_is_reviewed(demo_task, tmp_path):
     ens = [n for n in search.nodes() if n.operator is Operator.ENSEMBLE]
     assert len(ens) == 1 and ens[0].state is NodeState.VALID, ens[0].error if ens else None
     assert ens[0].config["method"] == "stacking" and "Stacking" in ens[0].plan
-    assert ens[0].plan.startswith(FINAL_ENSEMBLE_TAG)  # what choose_final recognises it by
+    assert ens[0].plan.startswith(FINAL_ENSEMBLE_TAG)  # for a reader
+    assert ens[0].role is NodeRole.FINAL_ENSEMBLE  # what choose_final recognises it by
     assert ens[0].review["verdict"] == "passed"
     singles = [n.score for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE]
     assert ens[0].score > min(singles) - 0.01  # an honest second level is not far below its members
@@ -326,7 +327,7 @@ def test_once_the_final_ensemble_exists_in_search_ensembles_no_longer_compete():
     score (node 40) was handed in (private log loss 0.048) over the final ensemble (0.014)."""
     best = _node(30, 0.0300)
     lucky = dataclasses.replace(_node(40, 0.0240, Operator.ENSEMBLE, nested=0.0255), plan="[ensemble during the search] greedy ...")
-    final = dataclasses.replace(_node(58, 0.0250, Operator.ENSEMBLE, nested=0.0270), plan="[final ensemble] greedy ...")
+    final = dataclasses.replace(_node(58, 0.0250, Operator.ENSEMBLE, nested=0.0270), plan="[final ensemble] greedy ...", role=NodeRole.FINAL_ENSEMBLE)
     se = lambda: 0.002  # noqa: E731
     assert choose_final(best, [lucky], higher_is_better=False, standard_error=se) is lucky  # before the end: as before
     assert choose_final(best, [lucky, final], higher_is_better=False, standard_error=se) is final

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from mcgs.graph import best_node, build_graph, children, root_of
-from mcgs.node import EdgeKind, NodeState, Operator
+from mcgs.node import EdgeKind, NodeRole, NodeState, Operator
 from mcgs.storage import SCHEMA_VERSION, ClaimLost, Storage, StorageError
 
 
@@ -91,20 +91,44 @@ def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     st.close()
     con = sqlite3.connect(path)
     con.execute("drop table llm_calls")  # as written by mcgs before the ledger and the migrations
-    for column in ("owner", "lease_expires_at", "attempts"):  # ... and before claims (schema 4)
+    for column in ("owner", "lease_expires_at", "attempts", "role"):  # ... and before claims (schema 4) and roles (5)
         con.execute(f"alter table nodes drop column {column}")
     con.execute("drop table alembic_version")
     con.execute("update schema_info set value = '2' where key = 'schema_version'")
     con.commit()
     con.close()
     st = Storage(f"sqlite:///{path}")
-    assert st.schema_version == SCHEMA_VERSION == 4
+    assert st.schema_version == SCHEMA_VERSION == 5
     st.add_llm_call(run.id, LLMCall(operator="draft", model="m", output_tokens=10, cost_usd=0.5))
     assert st.llm_spend_usd(run.id) == 0.5 and st.llm_calls(run.id)[0].output_tokens == 10
     assert [n.attempts for n in st.get_nodes(run.id)] == [0]  # the root, with the new column's default
     con = sqlite3.connect(path)
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0003"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0004"
     con.close()
+
+
+def test_a_version_4_database_stores_the_final_ensemble_as_a_role_when_opened(tmp_path):
+    """Runs written before the role column found their final ensemble by its plan's tag; the
+    migration fills the role from that tag, so the final choice of an old run is unchanged."""
+    path = tmp_path / "mcgs.db"
+    st = Storage(f"sqlite:///{path}")
+    run = new_run(st)
+    root = st.get_nodes(run.id)[0]
+    during = st.add_node(run.id, parent_id=root.id, operator=Operator.ENSEMBLE, plan="[ensemble during the search] greedy", code="")
+    final = st.add_node(run.id, parent_id=root.id, operator=Operator.ENSEMBLE, plan="[final ensemble] greedy", code="")
+    draft = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="[final ensemble] is only text here", code="")
+    st.close()
+    con = sqlite3.connect(path)
+    con.execute("alter table nodes drop column role")  # as written by mcgs before roles (schema 4)
+    con.execute("update alembic_version set version_num = '0003'")
+    con.execute("update schema_info set value = '4' where key = 'schema_version'")
+    con.commit()
+    con.close()
+    st = Storage(f"sqlite:///{path}")
+    roles = {n.id: n.role for n in st.get_nodes(run.id)}
+    assert roles == {root.id: NodeRole.CANDIDATE, during.id: NodeRole.CANDIDATE, final.id: NodeRole.FINAL_ENSEMBLE, draft.id: NodeRole.CANDIDATE}
+    assert st.schema_version == 5
+    st.close()
 
 
 def test_a_database_from_a_newer_mcgs_is_refused(tmp_path):

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.orm import sessionmaker
 
 from mcgs.sandbox import owner_alive, owner_id
-from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator, RunStatus
+from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeRole, NodeState, Operator, RunStatus
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
 
 __all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
@@ -252,6 +252,7 @@ def _node(m: NodeModel, summary: bool = False) -> FrozenNode:
         review=json.loads(m.review_json or "{}"),
         owner=m.owner,
         attempts=m.attempts or 0,
+        role=NodeRole(m.role or NodeRole.CANDIDATE.value),
     )
 
 
@@ -433,6 +434,7 @@ class Storage:
         review: dict[str, Any] | None = None,
         owner: str | None = None,
         lease_s: float = 60.0,
+        role: NodeRole = NodeRole.CANDIDATE,
     ) -> FrozenNode:
         """Insert a node with its ``derives`` edge (and any extra typed edges) atomically.
 
@@ -441,6 +443,7 @@ class Storage:
             review: The Code Review verdict to store with the node.
             owner: The worker that will run it (the node is stored claimed, with a lease of
                 ``lease_s`` seconds); None queues a PENDING node for any worker to claim.
+            role: What the node is for (:class:`~mcgs.node.NodeRole`).
         """
         with self._session.begin() as s:
             if not self.is_sqlite:  # serialise seq numbers per run (SQLite's BEGIN IMMEDIATE already does)
@@ -464,6 +467,7 @@ class Storage:
                 owner=owner,
                 attempts=1 if owner else 0,
                 lease_expires_at=_lease_end(lease_s) if owner else None,
+                role=role.value,
             )
             s.add(m)
             s.flush()
