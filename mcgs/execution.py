@@ -220,10 +220,15 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
     if problem is not None:
         return record_verdict(search, node, NodeState.INVALID_OUTPUT, None, problem, None)
     timeout = max(1.0, timeout)
-    result = run_program(ws, "solution.py", search.sandbox_limits(timeout), extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event)
+    # a limit below the node's own is the end of the run's budget: a program still running
+    # then is cancelled (no verdict), not timed out
+    own = max(timeout, search.settings.node_limit_s)
+    cut = timeout if timeout < own - 1e-6 else None
+    result = run_program(ws, "solution.py", search.sandbox_limits(own), extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event,
+                         cancel_after_s=cut)
     if search.stop_requested:  # stopped by the user: no verdict on the program
         raise KeyboardInterrupt("stop requested")
-    return judge(search, node, result, cut_s=timeout if timeout < search.settings.node_limit_s - 1e-6 else None)
+    return judge(search, node, result)
 
 
 def search_serially(search) -> None:

@@ -167,8 +167,11 @@ class Outcome(str, enum.Enum):
 
     ``DISK``: the program passed its disk cap (the watchdog, or a write refused as too large or
     for want of space); ``PROCESS_LIMIT``: it reached its limit on processes and threads (a fork
-    bomb). ``INVALID_OUTPUT`` is never produced by the sandbox; the engine's evaluation step
-    assigns it to a program that exited cleanly but wrote no valid submission or predictions.
+    bomb). ``CANCELLED``: the caller stopped it before any limit of its own passed (a stop of
+    the run, or the end of the run's time budget): no verdict on the program, which a resumed
+    run queues again. ``INVALID_OUTPUT`` is never produced by the sandbox; the engine's
+    evaluation step assigns it to a program that exited cleanly but wrote no valid submission
+    or predictions.
     """
 
     OK = "ok"
@@ -177,6 +180,7 @@ class Outcome(str, enum.Enum):
     OOM = "oom"
     DISK = "disk"
     PROCESS_LIMIT = "process_limit"
+    CANCELLED = "cancelled"
     INVALID_OUTPUT = "invalid_output"
 
 
@@ -230,8 +234,9 @@ class ExecutionResult:
 
     Attributes:
         outcome: ``OK`` on exit code 0, ``BUGGY`` on a non-zero exit, ``TIMEOUT`` when the
-            wall-clock limit passed or the run was cancelled, ``OOM`` when the memory limit was
-            passed (watchdog, ``MemoryError``, ``std::bad_alloc``, or SIGKILL not sent by us).
+            wall-clock limit passed, ``CANCELLED`` when the caller stopped it first, ``OOM``
+            when the memory limit was passed (watchdog, ``MemoryError``, ``std::bad_alloc``, or
+            SIGKILL not sent by us); :class:`Outcome` lists the rest.
         returncode: The process's exit code, negative for a signal (``-15``/``-9`` after the
             sandbox stopped it); ``None`` when the program was never started.
         runtime_s: Wall-clock seconds from start until exit or until the sandbox stopped it.
@@ -257,7 +262,7 @@ class ExecutionResult:
 
 
 def result_of_run(returncode: int | None, runtime_s: float, stdout: str = "", stderr: str = "", *, timed_out: bool = False,
-                  tail_chars: int = 4000) -> ExecutionResult:
+                  cancelled: bool = False, tail_chars: int = 4000) -> ExecutionResult:
     """The record of a program run by the caller rather than the sandbox (``Search.ask`` and
     ``Search.tell``), classified as the sandbox classifies its own runs.
 
@@ -266,15 +271,19 @@ def result_of_run(returncode: int | None, runtime_s: float, stdout: str = "", st
         runtime_s: Its wall time, seconds.
         stdout, stderr: What it printed (the tails are kept).
         timed_out: The caller stopped it at its time limit.
+        cancelled: The caller stopped it for a reason of its own (no verdict on the program:
+            ``CANCELLED``; the node is stored interrupted and a resumed run queues it again).
         tail_chars: Characters of each output kept.
 
     Returns:
-        ``OK`` on exit code 0, else ``TIMEOUT``, ``OOM``, ``DISK``, ``PROCESS_LIMIT`` or
-        ``BUGGY`` by the same rules as :func:`run_program` (the last exception in stderr).
+        ``OK`` on exit code 0, else ``CANCELLED``, ``TIMEOUT``, ``OOM``, ``DISK``,
+        ``PROCESS_LIMIT`` or ``BUGGY`` by the same rules as :func:`run_program` (the last
+        exception in stderr).
     """
     limits = SandboxLimits(timeout_s=max(runtime_s, 1e-3), memory_mb=None, tail_chars=tail_chars)
     out, err = stdout[-tail_chars:] if tail_chars else "", stderr[-tail_chars:] if tail_chars else ""
-    outcome, error, tb = _classify(returncode, "timeout" if timed_out else None, err, limits, runtime_s)
+    stop_reason = "cancel" if cancelled else "timeout" if timed_out else None
+    outcome, error, tb = _classify(returncode, stop_reason, err, limits, runtime_s)
     return ExecutionResult(outcome=outcome, returncode=returncode, runtime_s=runtime_s, stdout_tail=out, stderr_tail=err,
                            error=error, traceback_tail=tb, peak_rss_mb=None)
 
@@ -413,11 +422,13 @@ def run_program(
     python: str | None = None,
     extra_env: Mapping[str, str] | None = None,
     cancel: threading.Event | None = None,
+    cancel_after_s: float | None = None,
 ) -> ExecutionResult:
     """Run ``python script`` in ``workspace`` under ``limits`` and classify what happened.
 
-    Blocks until the program exits, its time or memory limit passes, or ``cancel`` is set;
-    in every case no process of its tree is left running when this returns.
+    Blocks until the program exits, its time or memory limit passes, ``cancel`` is set or
+    ``cancel_after_s`` passes; in every case no process of its tree is left running when this
+    returns.
 
     Args:
         workspace: The node's workspace; the working directory of the program. ``logs/`` (the
@@ -429,8 +440,13 @@ def run_program(
         python: The interpreter; defaults to :data:`sys.executable`.
         extra_env: Extra environment variables for the program (see :func:`scrubbed_env`).
         cancel: When set while the program runs, the tree is stopped promptly and the outcome
-            is ``TIMEOUT`` with ``error`` ``"cancelled after ... s"``. If it is set before the
-            call, the program is not started (``returncode`` ``None``).
+            is ``CANCELLED`` with ``error`` ``"cancelled after ... s"``. If it is set before the
+            call, the program is not started (``returncode`` ``None``, ``CANCELLED``).
+        cancel_after_s: Seconds after the start at which the caller's own budget ends (the
+            run's time budget), when that comes before ``limits.timeout_s``: a program still
+            running then is stopped with outcome ``CANCELLED`` and ``error``
+            ``"stopped after N s: the run's time budget ended"``, not ``TIMEOUT``: it did not
+            pass its own limit.
 
     Returns:
         The :class:`ExecutionResult`.
@@ -467,7 +483,7 @@ def run_program(
         if cancel is not None and cancel.is_set():
             logger.info("%s: cancelled before start", workspace)
             return ExecutionResult(
-                outcome=Outcome.TIMEOUT,
+                outcome=Outcome.CANCELLED,
                 returncode=None,
                 runtime_s=0.0,
                 stdout_tail="",
@@ -478,7 +494,7 @@ def run_program(
             )
 
         runner = _Runner(argv, workspace, env, limits, marker, out_fd, err_fd, as_other_user)
-        returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel)
+        returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel, cancel_after_s)
         # read through the engine's own descriptors: whatever the program put at those paths
         # since (a link to another file) is never read
         stdout_tail = _read_tail(out_fd, limits.tail_chars)
@@ -719,9 +735,10 @@ class _Runner:
     # -- waiting ---------------------------------------------------------------------------
 
     def run(
-        self, cancel: threading.Event | None
+        self, cancel: threading.Event | None, cancel_after_s: float | None = None
     ) -> tuple[int | None, float, str | None, float | None]:
-        """Wait for the program, enforce limits, always clean up the tree.
+        """Wait for the program, enforce limits, always clean up the tree; stop it when
+        ``cancel`` is set or ``cancel_after_s`` (shorter than its time limit) passes.
 
         Returns:
             ``(returncode, runtime_s, stop_reason, peak_rss_mb)`` where ``stop_reason`` is
@@ -732,6 +749,9 @@ class _Runner:
         end: float | None = None
         try:
             deadline = self.start + self.limits.timeout_s
+            budget_end = cancel_after_s is not None and cancel_after_s < self.limits.timeout_s
+            if budget_end:
+                deadline = self.start + cancel_after_s
             next_monitor = self.start  # snapshot at once, then every MONITOR_INTERVAL_S
             next_disk = self.start + DISK_INTERVAL_S
             while True:
@@ -752,7 +772,9 @@ class _Runner:
                         logger.info("pid %d: workspace %.0f MiB over the disk cap of %g MiB", self.pid, used / 2**20, self.limits.disk_mb)
                         break
                 if now >= deadline:
-                    stop_reason = "timeout"
+                    stop_reason = "cancel" if budget_end else "timeout"
+                    if budget_end:
+                        self.stop_detail = f"stopped after {cancel_after_s:.0f}s: the run's time budget ended"
                     break
                 if cancel is not None and cancel.is_set():
                     stop_reason = "cancel"
@@ -1174,7 +1196,7 @@ def _classify(
     if stop_reason == "timeout":
         return Outcome.TIMEOUT, f"timed out after {limits.timeout_s:.1f} s", None
     if stop_reason == "cancel":
-        return Outcome.TIMEOUT, f"cancelled after {runtime_s:.1f} s", None
+        return Outcome.CANCELLED, detail or f"cancelled after {runtime_s:.1f} s", None
     if stop_reason == "memory":
         return Outcome.OOM, mem + measured, None
     if stop_reason == "disk":

@@ -35,6 +35,7 @@ OUTCOME_STATE = {
     Outcome.OOM: NodeState.OOM,
     Outcome.DISK: NodeState.DISK,
     Outcome.PROCESS_LIMIT: NodeState.PROCESS_LIMIT,
+    Outcome.CANCELLED: NodeState.INTERRUPTED,
     Outcome.INVALID_OUTPUT: NodeState.INVALID_OUTPUT,
 }
 
@@ -44,16 +45,15 @@ def is_better(score: float, others, higher_is_better: bool) -> bool:
     return better(score, best_of(others, higher_is_better), higher_is_better)
 
 
-def judge(search, node: FrozenNode, result: ExecutionResult, cut_s: float | None = None) -> FrozenNode:
+def judge(search, node: FrozenNode, result: ExecutionResult) -> FrozenNode:
     """Turn a run of ``node``'s program into its verdict, score it and store it.
 
     Args:
         search: The search.
         node: The node that ran, in its workspace ``search.node_dir(node)``.
-        result: The run's record.
-        cut_s: The time limit the run had when the end of the run's budget cut it below the
-            node's own limit: a timeout then carries no verdict (``interrupted``; a resume with
-            more budget runs the node again).
+        result: The run's record. ``CANCELLED`` (the end of the run's budget came before the
+            node's own limit) carries no verdict: the node is stored ``interrupted``, and a
+            resume with more budget runs it again.
 
     Returns:
         The finished node.
@@ -61,8 +61,6 @@ def judge(search, node: FrozenNode, result: ExecutionResult, cut_s: float | None
     ws = search.node_dir(node)
     state = OUTCOME_STATE[result.outcome]
     error = result.error
-    if state is NodeState.TIMEOUT and cut_s is not None:
-        state, error = NodeState.INTERRUPTED, f"stopped after {cut_s:.0f}s: the run's time budget ended"
     score = None
     if state is NodeState.VALID:
         try:

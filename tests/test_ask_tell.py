@@ -91,3 +91,4 @@ def test_finish_ends_an_ask_tell_run_with_its_final_ensemble_and_best(tmp_path):
     assert final.operator in (Operator.ENSEMBLE, Operator.DRAFT, Operator.IMPROVE)
     assert result_of_run(0, 1.0).outcome is Outcome.OK and result_of_run(1, 1.0, stderr="boom").outcome is Outcome.BUGGY
     assert result_of_run(-9, 5.0, timed_out=True).outcome is Outcome.TIMEOUT
+    assert result_of_run(-15, 2.0, cancelled=True).outcome is Outcome.CANCELLED  # stored interrupted: no verdict

@@ -300,7 +300,7 @@ def test_cancel_stops_a_running_program(tmp_path: Path) -> None:
     assert not worker.is_alive()
     assert time.monotonic() - started < 3.0
     (result,) = results
-    assert result.outcome is Outcome.TIMEOUT
+    assert result.outcome is Outcome.CANCELLED
     assert result.error is not None and result.error.startswith("cancelled after")
     assert all(_gone(pid) for pid in _pids(tmp_path / "pids.txt"))
 
@@ -311,8 +311,21 @@ def test_cancel_set_before_start_does_not_run(tmp_path: Path) -> None:
     cancel.set()
     result = run_program(tmp_path, "solution.py", SandboxLimits(timeout_s=5), cancel=cancel)
 
-    assert result.outcome is Outcome.TIMEOUT and result.returncode is None
+    assert result.outcome is Outcome.CANCELLED and result.returncode is None
     assert not (tmp_path / "ran.txt").exists()
+
+
+def test_the_end_of_the_callers_budget_cancels_rather_than_times_out(tmp_path: Path) -> None:
+    """A program stopped because the run's budget ended before its own limit did not pass its
+    limit: CANCELLED (no verdict), not TIMEOUT; a budget past the limit changes nothing."""
+    _write(tmp_path, "import time\ntime.sleep(30)\n")
+    started = time.monotonic()
+    result = run_program(tmp_path, "solution.py", SandboxLimits(timeout_s=60), cancel_after_s=1.0)
+    assert time.monotonic() - started < 10
+    assert result.outcome is Outcome.CANCELLED
+    assert result.error == "stopped after 1s: the run's time budget ended"
+    later = run_program(tmp_path, "solution.py", SandboxLimits(timeout_s=1), cancel_after_s=5.0)
+    assert later.outcome is Outcome.TIMEOUT and later.error == "timed out after 1.0 s"
 
 
 def test_keyboard_interrupt_kills_tree_and_reraises(tmp_path: Path) -> None:

@@ -139,3 +139,26 @@ def test_the_engine_stores_disk_and_process_failures_as_their_own_states(tmp_pat
         assert node.state is state, (node.state, node.error)
         assert node.state.is_failure() and node.reward == -1
         search.storage.close()
+
+
+def test_a_candidate_cut_by_the_end_of_the_run_budget_is_interrupted_not_timed_out(tmp_path):
+    """The run's time budget ends before the candidate's own limit: the sandbox reports the run
+    CANCELLED, so the node carries no verdict (INTERRUPTED, no reward) rather than a TIMEOUT the
+    policy would debug, and a resume with more budget runs the same program again."""
+    from mcgs.node import NodeState
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    from test_task import write_task
+
+    task = write_task(tmp_path / "task", task={"metric": "accuracy"})
+    baseline = tmp_path / "slow.py"
+    baseline.write_text("import time\ntime.sleep(120)\nOUTPUTS = ('working/oof.csv', 'working/test_pred.csv', 'submission/submission.csv')\n")
+    settings = SearchSettings(time_budget_s=12, per_run_timeout_s=300, node_timeout_share=1.0, max_nodes=1, ensemble=False)
+    search = create_search(task, tmp_path / "run", settings=settings, baseline=baseline)
+    search.run()
+    node = next(n for n in search.nodes() if n.config.get("baseline"))
+    assert node.state is NodeState.INTERRUPTED and node.reward is None, (node.state, node.error)
+    assert node.error.startswith("stopped after") and node.error.endswith("the run's time budget ended")
+    assert node.runtime_s < 15
+    search.storage.close()
