@@ -679,10 +679,9 @@ def report(
     program, diff and output), the best score over time and a table of nodes."""
     with _user_errors(out_option="-o/--output"):
         from mcgs.report import write_report
-        from mcgs.search import open_search
+        from mcgs.snapshot import load_run
 
-        search = open_search(run_dir, storage=storage, read_only=True)
-        path = write_report(search, output)
+        path = write_report(load_run(run_dir, storage=storage, details=True), output)
     out.print(f"report written to {path} ({path.stat().st_size / 2**20:.1f} MiB; opens without a network)")
 
 

@@ -13,14 +13,15 @@ from typing import Any, Sequence
 __all__ = ["best_so_far", "plot_best_so_far", "plot_campaign"]
 
 
-def best_so_far(search) -> list[tuple[float, float]]:
+def best_so_far(nodes, higher_is_better: bool) -> list[tuple[float, float]]:
     """``[(seconds since the run's first node was created, best score so far)]`` at each
-    finished valid search node (ensembles included: they are nodes), direction-aware."""
-    nodes = [n for n in search.nodes() if n.parent_id is not None and n.finished_at is not None]
+    finished valid search node of ``nodes`` (a run's nodes; ensembles included: they are
+    nodes), in the metric's direction."""
+    nodes = [n for n in nodes if n.parent_id is not None and n.finished_at is not None]
     if not nodes:
         return []
     t0 = min(n.created_at for n in nodes if n.created_at is not None)
-    higher = search.task.higher_is_better
+    higher = higher_is_better
     best, out = None, []
     for n in sorted((n for n in nodes if n.is_valid), key=lambda n: n.finished_at):
         if best is None or (n.score > best if higher else n.score < best):

@@ -1,4 +1,6 @@
-"""``mcgs report``: one self-contained HTML file describing a run, drawn from its storage alone.
+"""``mcgs report``: one self-contained HTML file describing a run, drawn from its storage alone
+(a frozen :class:`~mcgs.snapshot.RunSnapshot`: no engine is started and nothing is written but
+the report).
 
 The file holds the search graph (nodes coloured by state, shaped by operator, edges drawn by
 kind; clicking a node shows its plan, program, diff to its primary parent, output tails, score,
@@ -75,24 +77,24 @@ def _layout(nodes, edges) -> dict[int, tuple[float, float]]:
     return {i: (x[i], -float(depth[i])) for i in x}
 
 
-def _node_costs(search) -> dict[int, float]:
+def _node_costs(snap) -> dict[int, float]:
     costs: dict[int, float] = {}
-    for call in search.storage.llm_calls(search.run_id):
+    for call in snap.llm_calls:
         if call.node_seq is not None:
             costs[call.node_seq] = costs.get(call.node_seq, 0.0) + call.cost_usd
     return costs
 
 
-def _full_detail_ids(search, nodes) -> set[int] | None:
+def _full_detail_ids(snap, nodes) -> set[int] | None:
     """Ids of the nodes whose program, diff and logs the report embeds; None for all of them
     (a run of at most :data:`FULL_DETAIL_NODES` nodes)."""
     if len(nodes) <= FULL_DETAIL_NODES:
         return None
     by_id = {n.id: n for n in nodes}
-    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: (best_first(n.score, search.task.higher_is_better), n.seq))
+    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: (best_first(n.score, snap.task.higher_is_better), n.seq))
     keep = {n.id for n in valid[:FULL_DETAIL_TOP]}
     keep |= {n.id for n in sorted(nodes, key=lambda n: -n.seq)[:FULL_DETAIL_NEWEST]}
-    chosen = [search.final_node, search.best_node]
+    chosen = [snap.chosen_node, snap.best_node]
     for n in list(chosen):
         if n is not None and n.operator.value == "ensemble":
             chosen += [by_id[int(i)] for i in n.config.get("weights", {}) if int(i) in by_id]
@@ -103,10 +105,10 @@ def _full_detail_ids(search, nodes) -> set[int] | None:
     return keep
 
 
-def _details(search, nodes) -> dict[str, dict[str, Any]]:
+def _details(snap, nodes) -> dict[str, dict[str, Any]]:
     by_id = {n.id: n for n in nodes}
-    costs = _node_costs(search)
-    full = _full_detail_ids(search, nodes)
+    costs = _node_costs(snap)
+    full = _full_detail_ids(snap, nodes)
     out = {}
     for n in nodes:
         parent = by_id.get(n.parent_id) if n.parent_id is not None else None
@@ -133,7 +135,7 @@ def _brief(text: str) -> str:
     return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 3] + "..."
 
 
-def _graph_figure(search, nodes, edges):
+def _graph_figure(snap, nodes, edges):
     import plotly.graph_objects as go
 
     pos = _layout(nodes, edges)
@@ -149,7 +151,7 @@ def _graph_figure(search, nodes, edges):
         if xs:
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"edge: {kind}", hoverinfo="skip",
                                      line=dict(color=colour, dash=dash, width=1.2)))
-    metric = search.task.metric
+    metric = snap.task.metric
     for state in sorted({n.state.value for n in nodes}):
         group = [n for n in nodes if n.state.value == state]
         fig.add_trace(go.Scatter(
@@ -160,7 +162,7 @@ def _graph_figure(search, nodes, edges):
             text=[f"node {n.seq} · {n.operator.value} · {state}" + (f" · {metric} {n.score:.5g}" if n.score is not None else "") for n in group],
             hovertemplate="%{text}<extra></extra>",
         ))
-    best = search.best_node
+    best = snap.best_node
     if best is not None and best.id in by_id:
         fig.add_annotation(x=pos[best.id][0], y=pos[best.id][1], text="best", showarrow=True, arrowhead=2, ay=-30)
     fig.update_layout(autosize=True, margin=dict(l=20, r=20, t=30, b=20), clickmode="event",
@@ -168,47 +170,67 @@ def _graph_figure(search, nodes, edges):
     return fig
 
 
-def _progress_figure(search):
+def _progress_figure(snap):
     import plotly.graph_objects as go
 
     from mcgs.plots import best_so_far
 
-    points = best_so_far(search)
+    points = best_so_far(snap.nodes, snap.task.higher_is_better)
     fig = go.Figure()
     if points:
         fig.add_trace(go.Scatter(x=[t for t, _ in points], y=[s for _, s in points], mode="lines+markers", line_shape="hv",
                                  name="best so far"))
     fig.update_layout(autosize=True, margin=dict(l=50, r=20, t=30, b=40), xaxis_title="seconds since the first node",
-                      yaxis_title=f"{search.task.metric} ({'higher' if search.task.higher_is_better else 'lower'} is better)")
+                      yaxis_title=f"{snap.task.metric} ({'higher' if snap.task.higher_is_better else 'lower'} is better)")
     return fig
 
 
-def render_report(search) -> str:
-    """The report of ``search`` as one HTML document (str), plotly.js inlined."""
+def _snapshot(run):
+    """``run`` as a snapshot with every node's program and logs: a :class:`RunSnapshot` read
+    with ``details``, or a live :class:`~mcgs.search.Search`'s (read from its storage now)."""
+    if hasattr(run, "snapshot"):
+        return run.snapshot(details=True)
+    if not run.details:
+        raise ValueError("the report needs the nodes' programs and logs: load the run with load_run(..., details=True)")
+    return run
+
+
+def render_report(run) -> str:
+    """The report of a run as one HTML document (str), plotly.js inlined.
+
+    Args:
+        run: A :class:`~mcgs.snapshot.RunSnapshot` read with ``details=True``
+            (``mcgs.load_run(RUN_DIR, details=True)``), or a :class:`~mcgs.search.Search`.
+
+    Raises:
+        ValueError: a snapshot read without ``details``.
+    """
     import plotly.io as pio
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    nodes = search.nodes()
-    edges = search.storage.get_edges(search.run_id)
-    graph_html = pio.to_html(_graph_figure(search, nodes, edges), include_plotlyjs=True, full_html=False, div_id="graph",
+    snap = _snapshot(run)
+    nodes = list(snap.nodes)
+    edges = list(snap.edges)
+    graph_html = pio.to_html(_graph_figure(snap, nodes, edges), include_plotlyjs=True, full_html=False, div_id="graph",
                              config={"displaylogo": False, "responsive": True}, default_width="100%", default_height="560px")
-    progress_html = pio.to_html(_progress_figure(search), include_plotlyjs=False, full_html=False, div_id="progress",
+    progress_html = pio.to_html(_progress_figure(snap), include_plotlyjs=False, full_html=False, div_id="progress",
                                 config={"displaylogo": False, "responsive": True}, default_width="100%", default_height="320px")
-    rec = search.storage.get_run(search.run_record.name)
-    best = search.final_node
+    rec = snap.record
+    best = snap.chosen_node
     env = Environment(loader=PackageLoader("mcgs", "templates"), autoescape=select_autoescape(["html", "j2"]))
     table = [n for n in nodes if n.parent_id is not None]
     return env.get_template("report.html.j2").render(
-        run=rec, task=search.task, settings=search.settings, best=best, nodes=table, seq_of={n.id: n.seq for n in nodes if n.parent_id is not None},
-        graph_html=graph_html, progress_html=progress_html, nodes_dir=str(Path(search.run_dir).resolve() / "nodes"),
-        details_json=json.dumps(_details(search, nodes)).replace("</", "<\\/"),
-        spend=search.storage.llm_spend_usd(search.run_id), esc=html.escape,
+        run=rec, task=snap.task, settings=snap.settings, best=best, nodes=table, seq_of={n.id: n.seq for n in nodes if n.parent_id is not None},
+        graph_html=graph_html, progress_html=progress_html, nodes_dir=str(Path(snap.run_dir).resolve() / "nodes"),
+        details_json=json.dumps(_details(snap, nodes)).replace("</", "<\\/"),
+        spend=sum(c.cost_usd for c in snap.llm_calls), esc=html.escape,
         counts={s: sum(1 for n in table if n.state.value == s) for s in sorted({n.state.value for n in table})},
     )
 
 
-def write_report(search, path: str | Path) -> Path:
-    """Write :func:`render_report` to ``path`` atomically. Returns the path.
+def write_report(run, path: str | Path) -> Path:
+    """Write :func:`render_report` of ``run`` (a snapshot read with ``details=True``, or a
+    search) to ``path`` atomically. Returns the path.
 
     Raises:
         IsADirectoryError: ``path`` is a folder.
@@ -221,7 +243,7 @@ def write_report(search, path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, "it is a folder; give a file name such as report.html", str(path))
-    run_dir = Path(search.run_dir).resolve()
+    run_dir = Path(run.run_dir).resolve()
     target = path.resolve()
     own = [run_dir / name for name in ("best", "nodes", "input")]
     if (target.parent == run_dir and target.name.startswith("mcgs.db")) or any(target.is_relative_to(d) for d in own):
@@ -233,7 +255,7 @@ def write_report(search, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(render_report(search), encoding="utf-8")
+        tmp.write_text(render_report(run), encoding="utf-8")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

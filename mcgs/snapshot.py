@@ -19,7 +19,7 @@ import datetime as _dt
 import functools
 from pathlib import Path
 
-from mcgs.direction import best_first
+from mcgs.direction import best_first, better
 from mcgs.node import FrozenEdge, FrozenNode, Operator, RunStatus
 from mcgs.run_folder import locate_run
 from mcgs.settings import SearchSettings
@@ -105,6 +105,16 @@ class RunSnapshot:
         best single node or an ensemble: :attr:`mcgs.search.Search.final_node`); None before
         any valid node."""
         return self.by_id.get(self.record.best_node_id) if self.record.best_node_id is not None else None
+
+    @property
+    def best_node(self) -> FrozenNode | None:
+        """The valid node with the best score in the task's direction, ensembles included (the
+        earliest on a tie; :func:`mcgs.graph.best_node`), or None."""
+        best = None
+        for n in self.nodes:
+            if n.is_valid and (best is None or better(n.score, best.score, self.task.higher_is_better)):
+                best = n
+        return best
 
     @property
     def best_single_node(self) -> FrozenNode | None:

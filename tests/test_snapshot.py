@@ -73,6 +73,22 @@ def test_status_leaves_the_run_folder_byte_identical(finished_run):
     assert _fingerprint(run_dir) == before
 
 
+def test_report_reads_a_snapshot_and_leaves_the_run_folder_byte_identical(finished_run, tmp_path):
+    """``mcgs report`` starts no engine: it writes the report and nothing in the run folder,
+    and the report of the snapshot is the report of the live search."""
+    from mcgs.report import render_report
+
+    run_dir, final, search = finished_run
+    before = _fingerprint(run_dir)
+    res = CliRunner().invoke(app, ["report", str(run_dir), "-o", str(tmp_path / "report.html")])
+    assert res.exit_code == 0, res.output
+    assert _fingerprint(run_dir) == before
+    page = (tmp_path / "report.html").read_text()
+    assert f"node {final.seq}" in page and search.task.metric in page
+    with pytest.raises(ValueError, match="details=True"):
+        render_report(load_run(run_dir))
+
+
 def test_a_folder_that_holds_no_run_is_named(tmp_path):
     task = write_task(tmp_path / "task", task={"metric": "accuracy"})
     with pytest.raises(RunError, match="holds no mcgs run .* looks like a task folder"):

@@ -178,7 +178,7 @@ def _run_one(comp: str, seed: int, spec: CampaignSpec, say: Callable[[str], None
         time_budget_s=spec.time_budget_s,
         commit=commit,
         metric=search.task.metric,
-        best_so_far=best_so_far(search),
+        best_so_far=best_so_far(search.nodes(), search.task.higher_is_better),
     )
     search.storage.close()
     return report
