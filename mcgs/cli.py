@@ -698,11 +698,11 @@ def export(
     it; without --node, a chosen node that breaks one gives way to the next best that passes."""
     with _user_errors():
         from mcgs.export import ExportError, export_node
-        from mcgs.search import open_search
+        from mcgs.snapshot import load_run
 
-        search = open_search(run_dir, storage=storage, read_only=True)
+        run = load_run(run_dir, storage=storage, details=True)
         try:
-            result = export_node(search, out_dir, node_seq=node)
+            result = export_node(run, out_dir, node_seq=node)
         except ExportError as exc:
             raise _UserError(str(exc)) from None
     m = result.measurements

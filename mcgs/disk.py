@@ -21,7 +21,7 @@ from typing import Any, Callable
 from mcgs.node import RunStatus
 from mcgs.run_folder import DISK_POLL_S, FULL_DISK_MIN_MB, FULL_DISK_RESUME_MB, LIVE_SETTINGS, OVERRIDES_NAME
 
-__all__ = ["DiskGuard", "live_setting"]
+__all__ = ["DiskGuard", "live_setting", "workspace_cap_mb"]
 
 
 def live_setting(run_dir: Path, settings, name: str):
@@ -37,6 +37,17 @@ def live_setting(run_dir: Path, settings, name: str):
         if name in data:
             return type(getattr(settings, name))(data[name])
     return getattr(settings, name)
+
+
+def workspace_cap_mb(run_dir: Path, settings) -> float:
+    """The disk cap of one candidate's workspace, MiB: the ``disk_mb`` setting, or half of the
+    free space above the floor (``min_free_disk_mb``, live) on the run's disk now, shared among
+    the workers (at least 256 MiB)."""
+    if settings.disk_mb is not None:
+        return settings.disk_mb
+    free = shutil.disk_usage(run_dir).free / 2**20
+    floor = float(live_setting(run_dir, settings, "min_free_disk_mb"))
+    return max(256.0, (free - floor) / (2 * settings.workers))
 
 
 class DiskGuard:
@@ -65,14 +76,8 @@ class DiskGuard:
         return float(live_setting(self.run_dir, self.settings(), "min_free_disk_mb"))
 
     def cap_mb(self) -> float:
-        """The disk cap of one candidate's workspace, MiB: the ``disk_mb`` setting, or half of
-        the free space above the floor on the run's disk now, shared among the workers (at least
-        256 MiB)."""
-        settings = self.settings()
-        if settings.disk_mb is not None:
-            return settings.disk_mb
-        free = shutil.disk_usage(self.run_dir).free / 2**20
-        return max(256.0, (free - self.floor_mb()) / (2 * settings.workers))
+        """The disk cap of one candidate's workspace now, MiB (:func:`workspace_cap_mb`)."""
+        return workspace_cap_mb(self.run_dir, self.settings())
 
     def wait_for_floor(self) -> None:
         """Pause (without charging the budget) while the run's disk has less free space than

@@ -249,8 +249,8 @@ def _requirements(code: str, versions: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _lineage(search, node) -> list[dict[str, Any]]:
-    by_id = {n.id: n for n in search.nodes()}
+def _lineage(run, node) -> list[dict[str, Any]]:
+    by_id = {n.id: n for n in run.nodes}
     chain = []
     cur = node
     while cur is not None and cur.parent_id is not None:
@@ -259,14 +259,14 @@ def _lineage(search, node) -> list[dict[str, Any]]:
     return list(reversed(chain))
 
 
-def _copy_input(search, dest: Path) -> None:
-    src = search.input_dir
+def _copy_input(run, dest: Path) -> None:
+    src = run.input_dir
     shutil.copytree(src, dest / "input", copy_function=shutil.copyfile)
     for p in [dest / "input", *(dest / "input").rglob("*")]:  # the run's copy is read-only; the export is the user's
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 
-def _interpretable(search, node) -> bool:
+def _interpretable(run, node) -> bool:
     from mcgs.knowledge_base import load_entries
 
     entries = {e.id: e for e in load_entries()}
@@ -274,7 +274,7 @@ def _interpretable(search, node) -> bool:
     return bool(models) and all(entries[k].recipe is not None and entries[k].recipe.interpretable for k in models if k in entries)
 
 
-def _predict_ms_per_row(search, folder: Path, node) -> float:
+def _predict_ms_per_row(run, folder: Path, node) -> float:
     """Wall time of one ``predict.py`` run on the task's test table, in ms per test row.
 
     The node's code is untrusted like every candidate: it runs in the run's sandbox (its
@@ -293,17 +293,17 @@ def _predict_ms_per_row(search, folder: Path, node) -> float:
     try:
         shutil.copytree(folder, ws, symlinks=True)
         (ws / "measure").mkdir()
-        limits = search.sandbox_limits(search.settings.per_run_timeout_s * max(1, members), threads=search.settings.cpu_threads)
-        res = run_program(ws, "predict.py", limits, args=[f"input/{search.task.test_file}", "measure/out.csv"])
+        limits = run.sandbox_limits(run.settings.per_run_timeout_s * max(1, members), threads=run.settings.cpu_threads)
+        res = run_program(ws, "predict.py", limits, args=[f"input/{run.task.test_file}", "measure/out.csv"])
     finally:
         remove_tree(ws)
     if res.outcome is not Outcome.OK:
         detail = res.stderr_tail[-1500:].strip() or res.error or res.outcome.value
         raise ExportError(f"node {node.seq}'s exported program failed in predict mode ({res.outcome.value}): {detail}")
-    return round(1000 * res.runtime_s / max(1, search.task.n_test), 3)
+    return round(1000 * res.runtime_s / max(1, run.task.n_test), 3)
 
 
-def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
+def measure_constraints(run, folder: Path, node) -> dict[str, Any]:
     """Measure an exported folder against the task's constraints.
 
     Returns:
@@ -318,18 +318,18 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
     Raises:
         ExportError: the exported program fails in predict mode.
     """
-    limit = search.task.constraints.max_inference_ms_per_row
-    ms_per_row = _predict_ms_per_row(search, folder, node)
+    limit = run.task.constraints.max_inference_ms_per_row
+    ms_per_row = _predict_ms_per_row(run, folder, node)
     if limit is not None and ms_per_row > limit:
-        ms_per_row = min(ms_per_row, _predict_ms_per_row(search, folder, node))
+        ms_per_row = min(ms_per_row, _predict_ms_per_row(run, folder, node))
     out: dict[str, Any] = {
         "ms_per_row": ms_per_row,
         "model_mb": round(sum(p.stat().st_size for p in folder.rglob("model.joblib")) / 2**20, 3),
-        "interpretable": node.operator.value != "ensemble" and _interpretable(search, node),
+        "interpretable": node.operator.value != "ensemble" and _interpretable(run, node),
         "passed": [],
         "failed": [],
     }
-    c = search.task.constraints
+    c = run.task.constraints
     checks = []
     if c.max_inference_ms_per_row is not None:
         checks.append((f"max_inference_ms_per_row={c.max_inference_ms_per_row:g}", out["ms_per_row"] <= c.max_inference_ms_per_row))
@@ -342,29 +342,29 @@ def measure_constraints(search, folder: Path, node) -> dict[str, Any]:
     return out
 
 
-def _write_folder(search, node, dest: Path, shared_input: Path | None = None) -> None:
+def _write_folder(run, node, dest: Path, shared_input: Path | None = None) -> None:
     """A single node's export in ``dest``; ``shared_input``: link ``input`` there instead of copying."""
     from mcgs.candidate_files import CandidateFileError, copy_candidate_file
 
-    ws = search.node_dir(node)
+    ws = run.node_dir(node)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     (dest / "working").mkdir()
     try:
-        copy_candidate_file(ws, MODEL_FILE, dest / MODEL_FILE, max_bytes=search.max_output_bytes)
+        copy_candidate_file(ws, MODEL_FILE, dest / MODEL_FILE, max_bytes=run.max_output_bytes)
     except CandidateFileError as exc:
         why = str(exc) if exc.kind != "missing" else (
             _skip_reason(ws) or "its program did not save its fitted estimators (solution contract 1.1, docs/solution_contract.md)")
         raise ExportError(f"node {node.seq} cannot be exported: {why}; export another node with --node N") from None
     (dest / "solution.py").write_text(node.code)
     if shared_input is None:
-        _copy_input(search, dest)
+        _copy_input(run, dest)
     else:
         (dest / "input").symlink_to(os.path.relpath(shared_input, dest), target_is_directory=True)
-    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=search.task.name) + _PREDICT_TAIL)
+    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=run.task.name) + _PREDICT_TAIL)
     (dest / "train.py").write_text(TRAIN_PY.format(seq=node.seq))
-    (dest / "requirements.txt").write_text(_requirements(node.code, search.run_record.package_versions))
+    (dest / "requirements.txt").write_text(_requirements(node.code, run.record.package_versions))
 
 
 def _skip_reason(ws: Path) -> str | None:
@@ -379,12 +379,12 @@ def _skip_reason(ws: Path) -> str | None:
     return str(reason)[:500] if reason else None
 
 
-def _ensemble_members(search, node) -> list:
-    by_id = {n.id: n for n in search.nodes()}
+def _ensemble_members(run, node) -> list:
+    by_id = {n.id: n for n in run.nodes}
     return [by_id[int(i)] for i in node.config.get("weights", {})]
 
 
-def _write_ensemble_folder(search, node, dest: Path) -> None:
+def _write_ensemble_folder(run, node, dest: Path) -> None:
     """An ensemble node's export: its program, the shared input, and each member's own export
     (with the member's OOF predictions, which the ensemble program reads) under ``members/``."""
     from mcgs.candidate_files import CandidateFileError, copy_candidate_file
@@ -393,26 +393,26 @@ def _write_ensemble_folder(search, node, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    _copy_input(search, dest)
+    _copy_input(run, dest)
     (dest / "solution.py").write_text(node.code)
     names, code = [], ""
-    for member in _ensemble_members(search, node):
-        name = search.node_dir(member).name
+    for member in _ensemble_members(run, node):
+        name = run.node_dir(member).name
         mdest = dest / "members" / name
-        _write_folder(search, member, mdest, shared_input=dest / "input")
+        _write_folder(run, member, mdest, shared_input=dest / "input")
         try:
-            copy_candidate_file(search.node_dir(member), "working/oof.csv", mdest / "working" / "oof.csv", max_bytes=search.max_output_bytes)
+            copy_candidate_file(run.node_dir(member), "working/oof.csv", mdest / "working" / "oof.csv", max_bytes=run.max_output_bytes)
         except CandidateFileError as exc:
             raise ExportError(f"ensemble node {node.seq} cannot be exported: member {member.seq}: {exc}") from None
         names.append(name)
         code += member.code + "\n"
-    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=search.task.name, members=names) + _PREDICT_TAIL)
+    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=run.task.name, members=names) + _PREDICT_TAIL)
     (dest / "train.py").write_text(ENSEMBLE_TRAIN_PY.format(seq=node.seq, members=names))
-    (dest / "requirements.txt").write_text(_requirements(code, search.run_record.package_versions))
+    (dest / "requirements.txt").write_text(_requirements(code, run.record.package_versions))
 
 
-def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note: str) -> str:
-    task = search.task
+def _card(run, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note: str) -> str:
+    task = run.task
     c = task.constraints
     lines = [
         f"# Model card: {task.name}, mcgs node {node.seq}",
@@ -424,9 +424,9 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
         "- Private (held-out) score: not known to mcgs; the engine never reads held-out answers.",
         f"- Model: {', '.join(k for k in node.knowledge_ids if k.startswith('model.')) or 'see solution.py'}; "
         f"operator {node.operator.value}; plan: {node.plan}",
-        f"- Data fingerprint (sha256 of the task's files): `{search.run_record.data_fingerprint}`.",
-        f"- Run: `{search.run_record.name}` ({search.storage.url.split('://')[0]} storage), seed {search.settings.seed}, "
-        f"coder {search.settings.coder}, policy {search.settings.policy}.",
+        f"- Data fingerprint (sha256 of the task's files): `{run.record.data_fingerprint}`.",
+        f"- Run: `{run.record.name}` ({run.storage_url.split('://')[0]} storage), seed {run.settings.seed}, "
+        f"coder {run.settings.coder}, policy {run.settings.policy}.",
     ]
     if note:
         lines.append(f"- Note: {note}")
@@ -446,12 +446,12 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
     if node.operator.value == "ensemble":
         lines += ["", "## Members (each in members/<node>/ with its own fitted models)", "", "| node | weight | score | model |", "|---|---|---|---|"]
         weights = node.config.get("weights", {})
-        for m in _ensemble_members(search, node):
+        for m in _ensemble_members(run, node):
             lines.append(f"| {m.seq} | {weights.get(str(m.id))} | {m.score:.6g} | {', '.join(k for k in m.knowledge_ids if k.startswith('model.'))} |")
         lines.append(f"\nBlend: {node.config.get('blend', 'mean')}, temperature {node.config.get('temperature', 1.0)}; "
                      f"cross-fitted score of the selection: {node.config.get('nested_score')}.")
     lines += ["", "## Lineage (primary parents, from the first draft)", "", "| node | operator | score | plan |", "|---|---|---|---|"]
-    for step in _lineage(search, node):
+    for step in _lineage(run, node):
         score = "" if step["score"] is None else f"{step['score']:.6g}"
         lines.append(f"| {step['node']} | {step['operator']} | {score} | {step['plan'].replace('|', '/')} |")
     lines += ["", "## Use", "", "```", "pip install -r requirements.txt", "python predict.py new_rows.csv predictions.csv",
@@ -463,13 +463,13 @@ def _card(search, node, meas: dict[str, Any], rejected: list[dict[str, Any]], no
     return "\n".join(lines)
 
 
-def _check_destination(search, out_dir: Path) -> None:
+def _check_destination(run, out_dir: Path) -> None:
     """Refuse an export folder whose replacement would destroy something: the run, the task, a
     folder holding either, or a non-empty folder that is not an earlier export."""
     dest = out_dir.resolve()
     if dest.exists() and not dest.is_dir():
         raise ExportError(f"--out {out_dir} is a file; give the path of a new folder")
-    for what, folder in (("run folder", search.run_dir), ("task folder", getattr(search.task, "data_dir", None))):
+    for what, folder in (("run folder", run.run_dir), ("task folder", getattr(run.task, "data_dir", None))):
         if folder is None:
             continue
         folder = Path(folder).resolve()
@@ -479,7 +479,7 @@ def _check_destination(search, out_dir: Path) -> None:
         raise ExportError(f"--out {out_dir} exists and is not an earlier mcgs export (no export.json); choose a new or empty folder")
 
 
-def _export_first_passing(search, candidates: list, staging: Path, out_dir: Path, node_seq: int | None,
+def _export_first_passing(run, candidates: list, staging: Path, out_dir: Path, node_seq: int | None,
                           rejected: list[dict[str, Any]], note: str) -> ExportResult | None:
     """Write each candidate to ``staging`` in turn and move the first that passes the
     constraints to ``out_dir``; the ones that fail are appended to ``rejected``."""
@@ -488,19 +488,19 @@ def _export_first_passing(search, candidates: list, staging: Path, out_dir: Path
     for node in candidates:
         try:
             if node.operator is Operator.ENSEMBLE:
-                _write_ensemble_folder(search, node, staging)
+                _write_ensemble_folder(run, node, staging)
             else:
-                _write_folder(search, node, staging)
+                _write_folder(run, node, staging)
         except ExportError as exc:
             if node_seq is not None:
                 raise
             rejected.append({"node": node.seq, "score": node.score, "ms_per_row": "-", "model_mb": "-", "failed": [str(exc)]})
             continue
-        meas = measure_constraints(search, staging, node)
+        meas = measure_constraints(run, staging, node)
         if meas["failed"] and node_seq is None:
             rejected.append({"node": node.seq, "score": node.score, **meas})
             continue
-        (staging / "MODEL_CARD.md").write_text(_card(search, node, meas, rejected, note))
+        (staging / "MODEL_CARD.md").write_text(_card(run, node, meas, rejected, note))
         (staging / "export.json").write_text(json.dumps({"node": node.seq, "measurements": meas, "rejected": rejected}, indent=2, default=str))
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -509,8 +509,12 @@ def _export_first_passing(search, candidates: list, staging: Path, out_dir: Path
     return None
 
 
-def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
-    """Export a node of ``search`` to ``out_dir`` and check the task's constraints on it.
+def export_node(run, out_dir: str | Path, node_seq: int | None = None) -> ExportResult:
+    """Export a node of a run to ``out_dir`` and check the task's constraints on it.
+
+    ``run`` is a :class:`~mcgs.snapshot.RunSnapshot` read with ``details=True``
+    (``mcgs.load_run(RUN_DIR, details=True)``: no engine is started) or a
+    :class:`~mcgs.search.Search`. The node's code runs only in the run's sandbox.
 
     Without ``node_seq``: the run's chosen node (an ensemble is exported with its members);
     if it breaks a constraint (inference time per row, model size, interpretability) or cannot
@@ -526,10 +530,14 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
     """
     from mcgs.node import Operator
 
+    if hasattr(run, "snapshot"):  # a live search: what its storage holds now, under its settings now
+        run = dataclasses.replace(run.snapshot(details=True), settings=run.settings)
+    if not run.details:
+        raise ExportError("export needs the nodes' programs: load the run with load_run(..., details=True)")
     # absolute: the exported programs are run with the export folder as working directory
     out_dir = Path(out_dir).absolute()
-    _check_destination(search, out_dir)
-    nodes = {n.seq: n for n in search.nodes()}
+    _check_destination(run, out_dir)
+    nodes = {n.seq: n for n in run.nodes}
     note = ""
     if node_seq is not None:
         if node_seq not in nodes or nodes[node_seq].parent_id is None:
@@ -538,16 +546,16 @@ def export_node(search, out_dir: str | Path, node_seq: int | None = None) -> Exp
             raise ExportError(f"node {node_seq} is {nodes[node_seq].state.value}, not valid: only nodes that ran and were scored can be exported")
         candidates = [nodes[node_seq]]
     else:
-        final = search.final_node
+        final = run.chosen_node
         if final is None:
             raise ExportError("the run has no valid node to export")
         singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
-                         key=lambda n: (best_first(n.score, search.task.higher_is_better), n.seq))
+                         key=lambda n: (best_first(n.score, run.task.higher_is_better), n.seq))
         candidates = [final] + [n for n in singles if n.id != final.id]  # the chosen node, then the best single nodes
     rejected: list[dict[str, Any]] = []
     staging = out_dir.with_name(out_dir.name + ".staging")
     try:
-        result = _export_first_passing(search, candidates, staging, out_dir, node_seq, rejected, note)
+        result = _export_first_passing(run, candidates, staging, out_dir, node_seq, rejected, note)
     finally:  # a failed or interrupted export leaves no half-written folder behind
         shutil.rmtree(staging, ignore_errors=True)
     if result is not None:

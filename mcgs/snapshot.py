@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mcgs.direction import best_first, better
 from mcgs.node import FrozenEdge, FrozenNode, Operator, RunStatus
-from mcgs.run_folder import locate_run
+from mcgs.run_folder import locate_run, safe_url
 from mcgs.settings import SearchSettings
 from mcgs.storage import LLMCall, RunRecord, Storage
 from mcgs.task import TaskSpec
@@ -63,6 +63,7 @@ class RunSnapshot:
         engine_gone: The run is stored as running (or paused, ensembling) but no process holds
             its engine lock: the engine was killed before it could record a stop.
         details: Whether the nodes carry their programs and output tails.
+        storage_url: Where the run is stored (password hidden).
     """
 
     run_dir: Path
@@ -74,6 +75,7 @@ class RunSnapshot:
     llm_calls: tuple[LLMCall, ...]
     engine_gone: bool
     details: bool = False
+    storage_url: str = ""
 
     @property
     def run_id(self) -> int:
@@ -105,6 +107,42 @@ class RunSnapshot:
         best single node or an ensemble: :attr:`mcgs.search.Search.final_node`); None before
         any valid node."""
         return self.by_id.get(self.record.best_node_id) if self.record.best_node_id is not None else None
+
+    @property
+    def input_dir(self) -> Path:
+        """The run's copy of its task (``RUN_DIR/input``), what every candidate read."""
+        return self.run_dir / "input"
+
+    def node_dir(self, node: FrozenNode) -> Path:
+        """The workspace of ``node``: ``RUN_DIR/nodes/<seq, five digits>``."""
+        return self.run_dir / "nodes" / f"{node.seq:05d}"
+
+    @property
+    def max_output_bytes(self) -> int:
+        """Cap on one file read or copied out of a workspace, bytes (setting ``max_output_mb``)."""
+        return int(self.settings.max_output_mb * 2**20)
+
+    def sandbox_limits(self, timeout_s: float, threads: int | None = None):
+        """The limits a run of this run's node code gets now (export's measurements), as the
+        search gives them (:meth:`mcgs.search.Search.sandbox_limits`): ``timeout_s`` (at least
+        1 s), the memory limit, the disk cap, the threads and the run's isolation, checked to
+        work here.
+
+        Raises:
+            mcgs.run_folder.RunError: the run's isolation needs bubblewrap, which is missing or
+                cannot create namespaces here.
+        """
+        from mcgs.disk import workspace_cap_mb
+        from mcgs.run_folder import RunError
+        from mcgs.sandbox import SandboxLimits, resolve_isolation
+
+        try:
+            isolation = resolve_isolation(self.settings.isolation)
+        except ValueError as exc:
+            raise RunError(str(exc)) from exc
+        threads = threads or max(1, self.settings.cpu_threads // self.settings.workers)
+        return SandboxLimits(timeout_s=max(1.0, timeout_s), memory_mb=self.settings.memory_mb, cpu_threads=threads,
+                             isolation=isolation, disk_mb=workspace_cap_mb(self.run_dir, self.settings))
 
     @property
     def best_node(self) -> FrozenNode | None:
@@ -157,6 +195,7 @@ def read_snapshot(storage: Storage, run_dir: str | Path, name: str, details: boo
         llm_calls=tuple(storage.llm_calls(record.id)),
         engine_gone=engine_gone(run_dir, record),
         details=details,
+        storage_url=safe_url(storage.url),
     )
 
 

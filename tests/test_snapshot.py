@@ -89,6 +89,15 @@ def test_report_reads_a_snapshot_and_leaves_the_run_folder_byte_identical(finish
         render_report(load_run(run_dir))
 
 
+def test_export_reads_a_snapshot_and_leaves_the_run_folder_byte_identical(finished_run, tmp_path):
+    run_dir, final, _ = finished_run
+    before = _fingerprint(run_dir)
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--out", str(tmp_path / "model")])
+    assert res.exit_code == 0, res.output
+    assert f"exported node {final.seq}" in res.output and (tmp_path / "model" / "predict.py").is_file()
+    assert _fingerprint(run_dir) == before
+
+
 def test_a_folder_that_holds_no_run_is_named(tmp_path):
     task = write_task(tmp_path / "task", task={"metric": "accuracy"})
     with pytest.raises(RunError, match="holds no mcgs run .* looks like a task folder"):
