@@ -121,6 +121,7 @@ def load_search(
     run_dir: str | Path | None = None,
     coder: Coder | None = None,
     callbacks: Sequence[Callable[[Search, FrozenNode], None]] = (),
+    time_budget_s: float | None = None,
 ) -> Search:
     """Load a search from its storage: to read it (also while another process runs it), to
     resume it with :meth:`~mcgs.search.Search.run`, or to work on it.
@@ -132,6 +133,7 @@ def load_search(
         run_dir: The run's artifacts folder; default the folder of a SQLite storage file.
         coder: The coder object for a resumed run whose coder was not a built-in one.
         callbacks: As for :func:`create_search`.
+        time_budget_s: A new total time budget, seconds (default the stored one).
 
     Returns:
         The :class:`~mcgs.search.Search`; :meth:`~mcgs.search.Search.run` resumes it.
@@ -145,9 +147,9 @@ def load_search(
 
     text = str(storage)
     if "://" not in text:  # a run directory
-        return open_search(Path(text), storage=None, name=name, coder=coder, callbacks=callbacks)
+        return open_search(Path(text), storage=None, name=name, coder=coder, callbacks=callbacks, time_budget_s=time_budget_s)
     if run_dir is None:
         if not text.startswith("sqlite:///"):
             raise RunError(f"give run_dir= (the run's artifacts folder) to load a run from {text.split('://')[0]} storage")
         run_dir = Path(text[len("sqlite:///"):]).parent
-    return open_search(Path(run_dir), storage=text, name=name, coder=coder, callbacks=callbacks)
+    return open_search(Path(run_dir), storage=text, name=name, coder=coder, callbacks=callbacks, time_budget_s=time_budget_s)

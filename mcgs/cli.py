@@ -249,56 +249,6 @@ def _drive(search) -> None:
         raise typer.Exit(1)
 
 
-def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]:
-    """Rows of the run summary that say why the chosen node is not simply the top score.
-
-    The progress line shows the best out-of-fold score of any node, ensembles included; the
-    final choice (:func:`mcgs.ensemble.choose_final`) judges ensembles by their cross-fitted
-    score and, once the final ensemble exists, considers no other ensemble. Without these rows
-    a user sees the progress line end on a score the chosen node does not have.
-
-    Args:
-        nodes: The run's finished nodes.
-        chosen: The node handed in (``search.final_node``), or None.
-        higher_is_better: The metric's direction.
-
-    Returns:
-        ``(label, text)`` pairs, possibly empty.
-    """
-    from mcgs.direction import best_first
-    from mcgs.ensemble import honest_score
-
-    if chosen is None:
-        return []
-
-    def rank(n) -> float:  # larger is better
-        return -best_first(n.score, higher_is_better)
-
-    notes = []
-    valid = [n for n in nodes if n.is_valid]
-    ens = [n for n in valid if n.operator.value == "ensemble"]
-    singles = [n for n in valid if n.operator.value != "ensemble"]
-    if chosen.operator.value != "ensemble":
-        if ens:
-            last = ens[-1]
-            when = "built after" if last.seq > chosen.seq else "built before"
-            notes.append(("ensemble", f"node {last.seq} ({when} node {chosen.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
-                                      f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
-        return notes
-    honest = honest_score(chosen)  # what the choice compared with the single nodes' scores
-    if singles and rank(top := max(singles, key=rank)) > -best_first(honest, higher_is_better):
-        notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble's {honest:.6f} cross-fitted is within "
-                                         "one standard error of it and averages more models (docs/search.md, Ensembles)"))
-    others = [n for n in ens if n.id != chosen.id and rank(n) > rank(chosen)]
-    if others:
-        top = max(others, key=rank)
-        notes.append(("top out-of-fold", f"node {top.seq} (an ensemble during the search) scored {top.score:.6f} out-of-fold, the progress line's "
-                                         f"best; not chosen: an ensemble's own out-of-fold score is optimistic, so the choice uses cross-fitted "
-                                         f"scores ({honest_score(top):.6f} for node {top.seq}) and, once the final ensemble exists, no other "
-                                         "ensemble (docs/search.md, Ensembles)"))
-    return notes
-
-
 def _summary(search):
     """Print the run's summary table and spend; returns the chosen node (None without a valid node)."""
     nodes = [n for n in search.nodes() if n.state.is_finished()]
@@ -322,6 +272,8 @@ def _summary(search):
         t.add_row(f"chosen node ({search.task.metric})", f"node {best.seq} ({best.operator.value}): {best.score:.6f} out-of-fold{crossfit}")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
         t.add_row("best submission", str(path / "submission.csv"))
+    from mcgs.final_choice import choice_notes
+
     for label, text in choice_notes(nodes, best, search.task.higher_is_better):
         t.add_row(label, text)
     if search.stop_message:
@@ -390,7 +342,7 @@ def run(
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
-        from mcgs.search import create_search
+        import mcgs
         from mcgs.settings import SearchSettings
 
         given = {
@@ -414,9 +366,9 @@ def run(
             settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
         if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
-        search = create_search(task, out_dir, settings=settings, baseline=baseline, storage=storage)
+        search = mcgs.create_search(task, run_dir=out_dir, settings=settings, baseline=baseline, storage=storage)
         if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
-            _record_reading(search, reader)
+            search.record_llm_call("request", "request", reader.usage)
     _drive(search)
 
 
@@ -430,13 +382,6 @@ def _request_reader(coder: str):
     from mcgs.settings import SearchSettings
 
     return RequestReader(SearchSettings().llm)
-
-
-def _record_reading(search, reader) -> None:
-    from mcgs.coders.anthropic import ledger_row
-
-    u = reader.usage
-    search.storage.add_llm_call(search.run_id, ledger_row(search.settings.llm, "request", "request", u.model, u))
 
 
 def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out_dir: Path, reader=None) -> Path:
@@ -512,8 +457,8 @@ def resume(
     with _user_errors():
         from mcgs.budget import MIN_CANDIDATE_S, StopReason
         from mcgs.engine_lock import EngineBusy, engine_holder
+        import mcgs
         from mcgs.run_folder import wait_for_free_space
-        from mcgs.search import open_search
 
         holder = engine_holder(run_dir)  # checked again, race-free, when the search starts
         if holder is not None:
@@ -523,7 +468,8 @@ def resume(
                 wait_for_free_space(run_dir, _say)
             except KeyboardInterrupt:
                 raise typer.Exit(130) from None
-        search = open_search(run_dir, time_budget_s=_duration("--time-budget", time_budget) if time_budget else None, storage=storage)
+        search = mcgs.load_search(storage or run_dir, run_dir=run_dir,
+                                  time_budget_s=_duration("--time-budget", time_budget) if time_budget else None)
         if search.clock.remaining < MIN_CANDIDATE_S:
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
@@ -556,9 +502,9 @@ def worker(
     _setup_logging(verbose)
     _sigterm_as_interrupt()
     with _user_errors():
-        from mcgs.search import open_search
+        import mcgs
 
-        search = open_search(artifacts, storage=storage, name=run_name)
+        search = mcgs.load_search(storage or artifacts, run_name, run_dir=artifacts)
     status = search.storage.get_run(search.run_record.name).status
     if status in (RunStatus.FINISHED, RunStatus.ENSEMBLING):
         search.storage.close()
@@ -760,9 +706,9 @@ def demo(
     with _user_errors():
         import shutil
 
+        import mcgs
         from mcgs.demo import build_demo_task
         from mcgs.run_folder import DB_NAME, foreign_entries
-        from mcgs.search import create_search
         from mcgs.settings import SearchSettings
 
         run_dir = out_dir / "run"
@@ -774,18 +720,13 @@ def demo(
         if run_dir.exists():
             shutil.rmtree(run_dir)
         settings = SearchSettings(time_budget_s=_duration("--time-budget", time_budget), per_run_timeout_s=60, seed=seed)
-        search = create_search(task_dir, run_dir, settings=settings)
+        search = mcgs.create_search(task_dir, run_dir=run_dir, settings=settings)
     console.print(f"demo task written to {task_dir}; searching for {time_budget}")
     _drive(search)
-    best = search.final_node
-    if best is not None:
-        import pandas as pd
-        from sklearn.metrics import roc_auc_score
+    if search.final_node is not None:
+        from mcgs.demo import grade_demo_submission
 
-        answers = pd.read_csv(task_dir / "private" / "answers.csv")
-        sub = pd.read_csv(run_dir / "best" / "submission.csv").merge(answers, on="id", suffixes=("_pred", ""))
-        auc = roc_auc_score(sub["diagnosis"] == "malignant", sub["diagnosis_pred"])
-        out.print(f"held-out test ROC AUC of the best submission: {auc:.4f}")
+        out.print(f"held-out test ROC AUC of the best submission: {grade_demo_submission(task_dir, run_dir / 'best' / 'submission.csv'):.4f}")
 
 
 @mlebench_app.command("prepare")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["build_demo_task"]
+__all__ = ["build_demo_task", "grade_demo_submission"]
 
 _TASK_YAML = """\
 # Demo task written by `mcgs demo` from scikit-learn's breast-cancer data set.
@@ -61,6 +61,25 @@ def build_demo_task(folder: str | Path, test_size: float = 0.25, seed: int = 0) 
     test[["id", "diagnosis"]].to_csv(private / "answers.csv", index=False)
     (folder / "task.yaml").write_text(_TASK_YAML)
     return folder
+
+
+def grade_demo_submission(task_dir: str | Path, submission: str | Path) -> float:
+    """The held-out test ROC AUC of a submission to the demo task, from the answers
+    :func:`build_demo_task` kept in ``private/answers.csv`` (which the search never reads).
+
+    Args:
+        task_dir: The demo task folder.
+        submission: A submission CSV (``id``, ``diagnosis`` = probability of malignant).
+
+    Returns:
+        ROC AUC in [0, 1], higher is better.
+    """
+    import pandas as pd
+    from sklearn.metrics import roc_auc_score
+
+    answers = pd.read_csv(Path(task_dir) / "private" / "answers.csv")
+    sub = pd.read_csv(submission).merge(answers, on="id", suffixes=("_pred", ""))
+    return float(roc_auc_score(sub["diagnosis"] == "malignant", sub["diagnosis_pred"]))
 
 
 def _is_demo_task(folder: Path) -> bool:

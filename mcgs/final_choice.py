@@ -16,7 +16,7 @@ from mcgs.evaluation import OutputError
 from mcgs.graph import valid_nodes
 from mcgs.node import FrozenNode, Operator
 
-__all__ = ["final_node", "lost_artifacts", "LOST_SAID_MAX"]
+__all__ = ["final_node", "lost_artifacts", "choice_notes", "LOST_SAID_MAX"]
 
 LOST_SAID_MAX = 5  # nodes with lost artifacts named one by one
 
@@ -86,3 +86,52 @@ def final_node(search, said: set[int]) -> FrozenNode | None:
             i += 1
         _say_lost(search, final, problem, said)
     return None
+
+
+def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]:
+    """Rows of the run summary that say why the chosen node is not simply the top score.
+
+    The progress line shows the best out-of-fold score of any node, ensembles included; the
+    final choice (:func:`mcgs.ensemble.choose_final`) judges ensembles by their cross-fitted
+    score and, once the final ensemble exists, considers no other ensemble. Without these rows
+    a user sees the progress line end on a score the chosen node does not have.
+
+    Args:
+        nodes: The run's finished nodes.
+        chosen: The node handed in (``search.final_node``), or None.
+        higher_is_better: The metric's direction.
+
+    Returns:
+        ``(label, text)`` pairs, possibly empty.
+    """
+    from mcgs.ensemble import honest_score
+
+    if chosen is None:
+        return []
+
+    def rank(n) -> float:  # larger is better
+        return -best_first(n.score, higher_is_better)
+
+    notes = []
+    valid = [n for n in nodes if n.is_valid]
+    ens = [n for n in valid if n.operator.value == "ensemble"]
+    singles = [n for n in valid if n.operator.value != "ensemble"]
+    if chosen.operator.value != "ensemble":
+        if ens:
+            last = ens[-1]
+            when = "built after" if last.seq > chosen.seq else "built before"
+            notes.append(("ensemble", f"node {last.seq} ({when} node {chosen.seq}) scored {honest_score(last):.6f} cross-fitted: not chosen "
+                                      f"(docs/search.md, Ensembles: one built before the best node must beat it; one built after must be within one standard error)"))
+        return notes
+    honest = honest_score(chosen)  # what the choice compared with the single nodes' scores
+    if singles and rank(top := max(singles, key=rank)) > -best_first(honest, higher_is_better):
+        notes.append(("ensemble chosen", f"best single node {top.seq} scored {top.score:.6f}; the ensemble's {honest:.6f} cross-fitted is within "
+                                         "one standard error of it and averages more models (docs/search.md, Ensembles)"))
+    others = [n for n in ens if n.id != chosen.id and rank(n) > rank(chosen)]
+    if others:
+        top = max(others, key=rank)
+        notes.append(("top out-of-fold", f"node {top.seq} (an ensemble during the search) scored {top.score:.6f} out-of-fold, the progress line's "
+                                         f"best; not chosen: an ensemble's own out-of-fold score is optimistic, so the choice uses cross-fitted "
+                                         f"scores ({honest_score(top):.6f} for node {top.seq}) and, once the final ensemble exists, no other "
+                                         "ensemble (docs/search.md, Ensembles)"))
+    return notes

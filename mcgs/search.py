@@ -215,6 +215,19 @@ class Search:
         """Cap on one file read or copied out of a workspace, bytes (setting ``max_output_mb``)."""
         return int(self.settings.max_output_mb * 2**20)
 
+    def record_llm_call(self, operator: str, kind: str, usage) -> None:
+        """Add a language-model call made for this run outside its coder (reading a plain-words
+        request: ``mcgs run --prompt``) to the run's cost ledger.
+
+        Args:
+            operator: What the call served (``"request"``).
+            kind: The ledger's kind of call.
+            usage: The call's :class:`mcgs.llm.client.CallUsage` (model, tokens, latency).
+        """
+        from mcgs.coders.anthropic import ledger_row
+
+        self.storage.add_llm_call(self.run_id, ledger_row(self.settings.llm, operator, kind, usage.model, usage))
+
     def sandbox_limits(self, timeout_s: float, threads: int | None = None) -> SandboxLimits:
         """The limits every run of this run's node code gets (search, ensembles, export's
         measurements): ``timeout_s`` (at least 1 s), the memory limit, the disk cap, the

@@ -170,3 +170,23 @@ def test_the_examples_in_docs_api_md_run_as_written(tmp_path):
         assert res.returncode == 0, f"example {i + 1} failed:\n{res.stderr[-3000:]}"
     assert (tmp_path / "runs" / "demo" / "best" / "submission.csv").is_file()
     assert "brier skill:" in res.stdout
+
+
+def test_a_call_made_outside_the_coder_goes_to_the_runs_ledger_and_the_demo_is_graded_on_held_out_answers(tmp_path):
+    """What the CLI does through the library: ``mcgs run --prompt`` records its request reading
+    with Search.record_llm_call, and ``mcgs demo`` grades the submission with
+    mcgs.demo.grade_demo_submission on answers the search never read."""
+    from mcgs.llm.client import CallUsage
+
+    task = build_demo_task(tmp_path / "task")
+    search = mcgs.create_search(task, run_dir=tmp_path / "run", coder=FAST, time_budget_s=600)
+    search.record_llm_call("request", "request", CallUsage(model="claude-sonnet-4-5", input_tokens=1000, output_tokens=200))
+    search.storage.close()
+    (call,) = mcgs.load_run(tmp_path / "run").llm_calls
+    assert (call.operator, call.kind, call.output_tokens) == ("request", "request", 200) and call.cost_usd > 0
+    answers = pd.read_csv(task / "private" / "answers.csv")
+    perfect = answers.assign(diagnosis=(answers["diagnosis"] == "malignant").astype(float))
+    perfect.to_csv(tmp_path / "perfect.csv", index=False)
+    assert mcgs.demo.grade_demo_submission(task, tmp_path / "perfect.csv") == 1.0
+    perfect.assign(diagnosis=1.0 - perfect["diagnosis"]).to_csv(tmp_path / "inverted.csv", index=False)
+    assert mcgs.demo.grade_demo_submission(task, tmp_path / "inverted.csv") == 0.0

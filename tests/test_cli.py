@@ -283,7 +283,7 @@ def test_set_report_and_storage_errors_name_the_file_and_leave_nothing_behind(tm
 def test_the_summary_says_why_the_progress_lines_best_ensemble_was_not_handed_in():
     """The demo ends with the progress line at 0.99543 (node 11, an ensemble during the search)
     and hands in node 25 (the final ensemble, 0.99536 out-of-fold): the summary must say why."""
-    from mcgs.cli import choice_notes
+    from mcgs.final_choice import choice_notes
     from mcgs.node import FrozenNode, NodeState, Operator
 
     def node(seq, score, op=Operator.IMPROVE, nested=None):
