@@ -74,6 +74,7 @@ def selection_times(sizes: list[int], policies: list[str], steps: int = 20) -> l
       60 % (``select_late_ms``: a share of selections then ranks the global top-K).
     """
     from mcgs.graph import _derived, update_graph
+    from mcgs.run_graph import CACHE_UPDATERS
 
     rows = []
     for n in sizes:
@@ -100,7 +101,7 @@ def selection_times(sizes: list[int], policies: list[str], steps: int = 20) -> l
                                               state=NodeState.VALID, score=rng.random(), reward=rng.random() + (k % 2), runtime_s=rng.uniform(1, 60)))
                 in_flight.append(changed[0])
                 ta = time.perf_counter()
-                assert update_graph(g, changed, [FrozenEdge(src=parent, dst=nid, kind=EdgeKind.DERIVES, operator=Operator.IMPROVE)]) == []
+                assert update_graph(g, changed, [FrozenEdge(src=parent, dst=nid, kind=EdgeKind.DERIVES, operator=Operator.IMPROVE)], CACHE_UPDATERS) == []
                 tb = time.perf_counter()
                 select_expansion(g, s, progress=0.2, higher_is_better=True, rng=random.Random(k))
                 tc = time.perf_counter()

@@ -15,7 +15,7 @@ import dataclasses
 import networkx as nx
 
 from mcgs.direction import best_first, better
-from mcgs.graph import _derived, branch_node_ids, branch_of, cache_entries, children, newest_first, node, register_cache, root_of, valid_nodes
+from mcgs.graph import _derived, branch_node_ids, branch_of, cache_entries, children, newest_first, node, root_of, valid_nodes
 from mcgs.node import FrozenNode, NodeState, Operator
 from mcgs.settings import SearchSettings
 
@@ -39,6 +39,11 @@ __all__ = [
 IMPROVE_TIERS = ("params", "features", "strategy")
 # Operators that merge or re-read other nodes; the tree policy never uses them.
 GRAPH_OPERATORS = (Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE)
+
+
+#: ``g.graph`` keys of this module's caches (carried forward by :data:`mcgs.run_graph.CACHE_UPDATERS`)
+BRANCH_BEST_CACHE = "_mcgs_branch_best"
+RANKING_CACHE = "_mcgs_ranking"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +97,7 @@ def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[Froze
     branch created after it (its spent patience). Cached on the graph per branch and kept up
     to date by :func:`mcgs.graph.update_graph` (a new valid node that does not beat the best
     adds one to the count; one that does, or an older one, has the branch recounted)."""
-    entries = cache_entries(g, "_mcgs_branch_best")
+    entries = cache_entries(g, BRANCH_BEST_CACHE)
     if (head, higher_is_better) in entries:
         return entries[head, higher_is_better]
     members = [m for m in branch_members(g, head) if m.is_valid]
@@ -107,8 +112,8 @@ def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[Froze
     return entries[head, higher_is_better]
 
 
-def _update_branch_best(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
-    """:func:`mcgs.graph.register_cache` updater of :func:`branch_best`."""
+def update_branch_best(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """The :func:`mcgs.graph.update_graph` updater of :func:`branch_best`'s cache."""
     head_of = _derived(g)["head"]
     entries = cache["entries"]
     for old, new in changes:
@@ -126,8 +131,6 @@ def _update_branch_best(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
     return True
 
 
-register_cache("_mcgs_branch_best", _update_branch_best)
-
 
 def _rank_key(n: FrozenNode, higher_is_better: bool) -> tuple[float, int, int]:
     return (best_first(n.score, higher_is_better), n.seq, n.id)
@@ -138,7 +141,7 @@ def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[flo
     ``(sort key, seq, node id)``. Cached on the graph and kept sorted by
     :func:`mcgs.graph.update_graph` (a new valid node is inserted by bisection), so the global
     top-K costs no sort of every node. The returned list is the cache: do not modify it."""
-    entries = cache_entries(g, "_mcgs_ranking")
+    entries = cache_entries(g, RANKING_CACHE)
     if higher_is_better not in entries:
         entries[higher_is_better] = sorted(
             _rank_key(n, higher_is_better) for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE
@@ -146,8 +149,8 @@ def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[flo
     return entries[higher_is_better]
 
 
-def _update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
-    """:func:`mcgs.graph.register_cache` updater of :func:`ranked_search_nodes`."""
+def update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """The :func:`mcgs.graph.update_graph` updater of :func:`ranked_search_nodes`'s cache."""
     for old, new in changes:
         if old is not None and old.is_valid:
             return False  # a valid node changed (storage never does this): rank again
@@ -156,8 +159,6 @@ def _update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
                 bisect.insort(ranked, _rank_key(new, hib))
     return True
 
-
-register_cache("_mcgs_ranking", _update_ranking)
 
 
 def is_branch_stagnant(g: nx.DiGraph, head: int, s: SearchSettings, higher_is_better: bool) -> bool:

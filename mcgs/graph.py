@@ -10,15 +10,17 @@ once per graph in one pass and kept in ``g.graph``: selection stays linear in th
 nodes instead of walking a branch for each of its nodes. The engine keeps one graph per worker
 thread and brings it up to date with :func:`update_graph`, which applies the nodes and edges
 storage added or changed since the last step in place and updates the derived structures, and
-every cache registered with :func:`register_cache` (the policy's branch bests and visit
-statistics), by that change alone: a step costs time in proportion to what changed, not to the
-size of the graph (``experiments/engine_cost.py``). Caches are keyed by the node count and the
-update count, so a graph changed any other way (``g.add_node``) gets them rebuilt.
+every cache whose updater the caller passes (:data:`mcgs.run_graph.CACHE_UPDATERS`: the branch
+bests, the ranking, the visit statistics, the tried configs), by that change alone: a step costs
+time in proportion to what changed, not to the size of the graph (``experiments/engine_cost.py``).
+Caches live in ``g.graph`` (:func:`cache_entries`) and are keyed by the node count and the update
+count, so a cache no updater carried forward, or a graph changed any other way (``g.add_node``),
+is rebuilt on its next use. This module holds no state of its own.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 import networkx as nx
 
@@ -28,7 +30,7 @@ from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState
 __all__ = [
     "build_graph",
     "update_graph",
-    "register_cache",
+    "cache_entries",
     "root_of",
     "children",
     "primary_ancestors",
@@ -52,26 +54,10 @@ def build_graph(nodes: Iterable[FrozenNode], edges: Iterable[FrozenEdge]) -> nx.
     return g
 
 
-# g.graph key -> updater(g, cache, changes, new_edges) -> bool (False: drop the cache)
-_CACHES: dict[str, Callable] = {}
-
-
-def register_cache(key: str, updater: Callable) -> None:
-    """Register a cache kept in ``g.graph[key]`` that :func:`update_graph` maintains.
-
-    ``updater(g, cache, changes, new_edges)`` is called after the graph and its derived
-    structures took a change: ``changes`` lists ``(old, new)`` FrozenNode pairs in creation order
-    (``old`` None for a new node), ``new_edges`` the edges added. It updates ``cache`` in place
-    and returns True, or returns False to have the cache dropped (rebuilt on its next use). A
-    cache must carry a ``"key"`` entry equal to :func:`cache_key` of the graph it describes;
-    :func:`update_graph` moves it on.
-    """
-    _CACHES[key] = updater
-
-
 def cache_entries(g: nx.DiGraph, name: str) -> dict:
-    """The entries of the cache ``name`` on ``g.graph`` (a cache registered with
-    :func:`register_cache`), emptied first when they describe another state of the graph."""
+    """The entries of the cache ``name`` on ``g.graph``, emptied first when they describe
+    another state of the graph (:func:`cache_key`); :func:`update_graph` carries a cache forward
+    when given its updater."""
     cache = g.graph.get(name)
     if cache is None or cache["key"] != cache_key(g):
         cache = g.graph[name] = {"key": cache_key(g), "entries": {}}
@@ -84,7 +70,8 @@ def cache_key(g: nx.DiGraph) -> tuple[int, int]:
     return g.number_of_nodes(), g.graph.get("_mcgs_updates", 0)
 
 
-def update_graph(g: nx.DiGraph, nodes: Iterable[FrozenNode], edges: Iterable[FrozenEdge]) -> list[FrozenEdge] | None:
+def update_graph(g: nx.DiGraph, nodes: Iterable[FrozenNode], edges: Iterable[FrozenEdge],
+                 caches: Mapping[str, Callable] | None = None) -> list[FrozenEdge] | None:
     """Apply new and changed nodes and new edges to ``g`` in place (the engine's per-step update).
 
     Args:
@@ -92,6 +79,12 @@ def update_graph(g: nx.DiGraph, nodes: Iterable[FrozenNode], edges: Iterable[Fro
         nodes: Nodes that are new or changed since ``g`` was last brought up to date (when a
             node comes more than once, its last version counts).
         edges: Edges that are new since then (an edge already in ``g`` is ignored).
+        caches: ``g.graph`` key -> ``updater(g, cache, changes, new_edges)`` of each cache to
+            carry forward (:data:`mcgs.run_graph.CACHE_UPDATERS`). An updater is called after
+            the graph and its derived structures took the change: ``changes`` lists ``(old,
+            new)`` FrozenNode pairs in creation order (``old`` None for a new node),
+            ``new_edges`` the edges added; it updates ``cache`` in place and returns True, or
+            False to have the cache dropped. Other caches are rebuilt on their next use.
 
     Returns:
         The edges that could not be added yet because an end node is not in the graph (the
@@ -140,7 +133,7 @@ def update_graph(g: nx.DiGraph, nodes: Iterable[FrozenNode], edges: Iterable[Fro
     if d is not None:
         _update_derived(d, changes, added)
         d["key"] = new_key
-    for name, updater in _CACHES.items():
+    for name, updater in (caches or {}).items():
         cache = g.graph.get(name)
         if cache is None:
             continue

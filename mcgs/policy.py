@@ -50,7 +50,7 @@ from mcgs.branches import (
     ranked_search_nodes,
 )
 from mcgs.direction import best_of
-from mcgs.graph import _derived, branch_of, cache_entries, children, node, primary_ancestors, register_cache, root_of
+from mcgs.graph import _derived, branch_of, cache_entries, children, node, primary_ancestors, root_of
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator
 from mcgs.operators import AT_NODE, aggregate
 from mcgs.settings import SearchSettings
@@ -78,6 +78,10 @@ __all__ = [
     "policy_for",
     "IMPROVE_TIERS",
 ]
+
+
+#: ``g.graph`` key of :func:`tree_stats`'s cache (carried forward by :data:`mcgs.run_graph.CACHE_UPDATERS`)
+TREE_STATS_CACHE = "_mcgs_tree_stats"
 
 
 def compute_reward(
@@ -200,7 +204,7 @@ def tree_stats(g: nx.DiGraph, virtual_loss: float = -1.0, credit_share: float = 
     edge) along its primary path, as a classic MCTS does, instead of summing every node again.
     The returned dict is the cache: callers must not modify it.
     """
-    entries = cache_entries(g, "_mcgs_tree_stats")
+    entries = cache_entries(g, TREE_STATS_CACHE)
     params = (float(virtual_loss), float(credit_share))
     if params not in entries:
         entries[params] = _tree_stats_full(g, *params)
@@ -240,8 +244,8 @@ def _tree_stats_full(g: nx.DiGraph, virtual_loss: float, credit_share: float) ->
     return stats, records
 
 
-def _update_tree_stats(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
-    """:func:`mcgs.graph.register_cache` updater of :func:`tree_stats`: backpropagate the
+def update_tree_stats(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """The :func:`mcgs.graph.update_graph` updater of :func:`tree_stats`'s cache: backpropagate the
     difference each changed node makes, and redo the credit of nodes that changed or gained a
     credit edge."""
     fnodes = _derived(g)["nodes"]
@@ -267,8 +271,6 @@ def _update_tree_stats(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
                 _add_credit(stats, records[n], share, 1.0)
     return True
 
-
-register_cache("_mcgs_tree_stats", _update_tree_stats)
 
 
 def uct_value(child: _Stats, parent: _Stats, c: float, cost_scale_s: float = 0.0) -> float:

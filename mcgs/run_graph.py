@@ -5,8 +5,8 @@ it. Rebuilding that graph before every decision would cost in proportion to the 
 :class:`LiveGraph` keeps one graph per thread (worker threads select while others add nodes) and
 applies only what storage added or changed since that thread's last read
 (:class:`mcgs.storage.RunView` finds the changes; :func:`mcgs.graph.update_graph` applies them
-and keeps the caches registered with :func:`mcgs.graph.register_cache` current). This is the one
-object that holds incremental graph state.
+and carries the caches of :data:`CACHE_UPDATERS` forward). This is the one object that holds
+incremental graph state; the graph functions it calls are pure.
 """
 
 from __future__ import annotations
@@ -15,10 +15,23 @@ import threading
 
 import networkx as nx
 
+from mcgs import branches, policy
 from mcgs.graph import build_graph, update_graph
 from mcgs.node import FrozenNode
+from mcgs.operators import context
 
-__all__ = ["LiveGraph"]
+__all__ = ["LiveGraph", "CACHE_UPDATERS"]
+
+#: The caches on a search graph that a step carries forward instead of rebuilding, by their
+#: ``g.graph`` key: each branch's best (:func:`mcgs.branches.branch_best`), the ranking of valid
+#: nodes (:func:`mcgs.branches.ranked_search_nodes`), the visit statistics
+#: (:func:`mcgs.policy.tree_stats`) and the configs tried (:func:`mcgs.operators.context.tried_configs`).
+CACHE_UPDATERS = {
+    branches.BRANCH_BEST_CACHE: branches.update_branch_best,
+    branches.RANKING_CACHE: branches.update_ranking,
+    policy.TREE_STATS_CACHE: policy.update_tree_stats,
+    context.TRIED_CACHE: context.update_tried,
+}
 
 
 class LiveGraph:
@@ -60,7 +73,7 @@ class LiveGraph:
                 if cached["version"] == view.version:
                     return cached["graph"]
                 nodes, edges = view.changes_since(cached["version"], cached["n_edges"])
-                pending = update_graph(cached["graph"], nodes, cached["pending"] + edges)
+                pending = update_graph(cached["graph"], nodes, cached["pending"] + edges, CACHE_UPDATERS)
                 if pending is not None:
                     cached.update(version=view.version, n_edges=view.edge_count, pending=pending)
                     return cached["graph"]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import networkx as nx
 
 from mcgs.coders import CoderRequest, config_key
-from mcgs.graph import cache_entries, children, node, nodes_by_seq, primary_ancestors, register_cache
+from mcgs.graph import cache_entries, children, node, nodes_by_seq, primary_ancestors
 from mcgs.node import FrozenNode, Operator
 from mcgs.settings import SearchSettings
 from mcgs.task import TaskSpec
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from mcgs.policy import Expansion
 
 
-_TRIED = "_mcgs_tried_configs"
+#: ``g.graph`` key of :func:`tried_configs`'s cache (carried forward by :data:`mcgs.run_graph.CACHE_UPDATERS`)
+TRIED_CACHE = "_mcgs_tried_configs"
 
 
 def tried_configs(graph: nx.DiGraph) -> Mapping[str, int]:
@@ -26,10 +27,10 @@ def tried_configs(graph: nx.DiGraph) -> Mapping[str, int]:
     such node's sequence number (ensemble nodes included; their configs never match a
     program's); read-only.
 
-    Cached on the graph and kept up to date by :func:`mcgs.graph.update_graph`
-    (:func:`mcgs.graph.register_cache`), so a launch keys only the nodes added since the last
-    one: keying 10 000 configs at every launch would take about 0.15 s."""
-    entries = cache_entries(graph, _TRIED)
+    Cached on the graph and kept up to date by :func:`mcgs.graph.update_graph` with
+    :func:`update_tried` (:data:`mcgs.run_graph.CACHE_UPDATERS`), so a launch keys only the
+    nodes added since the last one: keying 10 000 configs at every launch would take about 0.15 s."""
+    entries = cache_entries(graph, TRIED_CACHE)
     if "keys" not in entries:
         keys: dict[str, int] = {}
         for n in nodes_by_seq(graph):
@@ -40,8 +41,8 @@ def tried_configs(graph: nx.DiGraph) -> Mapping[str, int]:
     return MappingProxyType(entries["keys"])
 
 
-def _update_tried(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
-    """:func:`mcgs.graph.register_cache` updater of :func:`tried_configs`: new nodes come in
+def update_tried(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
+    """The :func:`mcgs.graph.update_graph` updater of :func:`tried_configs`'s cache: new nodes come in
     creation order, so the first node with a key stays its owner."""
     keys = cache["entries"].get("keys")
     if keys is None:
@@ -56,8 +57,6 @@ def _update_tried(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
             keys.setdefault(key, new.seq)
     return True
 
-
-register_cache(_TRIED, _update_tried)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from mcgs.graph import _derived, build_graph, update_graph
+from mcgs.run_graph import CACHE_UPDATERS
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
 from mcgs.policy import branch_best, ranked_search_nodes, select_expansion, tree_stats
 from mcgs.settings import SearchSettings
@@ -75,7 +76,7 @@ def test_graph_updated_in_place_agrees_with_a_graph_built_whole(seed):
         for head in _derived(g)["members"]:
             branch_best(g, head, True)
             branch_best(g, head, False)
-        pending = update_graph(g, changed, pending + edges)
+        pending = update_graph(g, changed, pending + edges, CACHE_UPDATERS)
         assert pending is not None
         all_nodes.update({n.id: n for n in changed})
         all_edges += edges
@@ -126,3 +127,29 @@ def test_update_refuses_a_node_older_than_the_graph_and_a_moved_parent():
     assert update_graph(g, [], [edge]) == [edge]
     assert update_graph(g, [newer], [edge]) == []
     assert _derived(g)["children"][2] == [4] and _derived(g)["head"][4] == 2
+
+
+def test_a_step_carries_the_caches_it_is_given_and_rebuilds_the_others():
+    """The graph module keeps no registry: the caller names the caches a step carries forward
+    (the engine passes mcgs.run_graph.CACHE_UPDATERS); any other cache is rebuilt on its next
+    use, with the same answer."""
+    from mcgs.graph import cache_key
+
+    batches = _events(0, 40)
+    g, h = build_graph(*batches[0]), build_graph(*batches[0])
+    pending_g: list[FrozenEdge] = []
+    pending_h: list[FrozenEdge] = []
+    for changed, edges in batches[1:]:
+        pending_g = update_graph(g, changed, pending_g + edges)
+        pending_h = update_graph(h, changed, pending_h + edges, CACHE_UPDATERS)
+    ranked = ranked_search_nodes(h, True)
+    stats = tree_stats(h, -1.0, 0.3)
+    more = FrozenNode(id=999, seq=999, parent_id=ranked[0][2], operator=Operator.IMPROVE, state=NodeState.VALID, score=2.0, reward=2.0)
+    edge = FrozenEdge(src=ranked[0][2], dst=999, kind=EdgeKind.DERIVES, operator=Operator.IMPROVE)
+    update_graph(g, [more], [edge])
+    update_graph(h, [more], [edge], CACHE_UPDATERS)
+    carried = h.graph["_mcgs_ranking"]
+    assert carried["key"] == cache_key(h) and ranked_search_nodes(h, True) is ranked  # updated in place
+    assert ranked_search_nodes(h, True)[0][2] == 999 and tree_stats(h, -1.0, 0.3) is stats
+    assert ranked_search_nodes(g, True) == ranked_search_nodes(h, True)  # g's were rebuilt, same answer
+    assert {v: s.visits for v, s in tree_stats(g, -1.0, 0.3).items()} == {v: s.visits for v, s in stats.items()}
