@@ -164,8 +164,6 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
           :data:`DRIFT_THRESHOLD`, or above the KS critical value for small tables);
         * ``train_only_columns`` (never features) and ``leakage`` [{column, reason}].
     """
-    import pandas as pd
-
     train = read_table(spec.train_path)
     test = read_table(spec.test_path)
     # the id is not a feature, unless it is a timestamp (bike-sharing's datetime): then its
@@ -206,20 +204,22 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "leakage": _leakage(train, feats, kinds, spec, train_only),
         "constraints": spec.constraints.model_dump(),
     }
+    out.update(_target_profile(spec, train))
+    return out
+
+
+def _target_profile(spec: TaskSpec, train) -> dict[str, Any]:
+    """The target's part of :func:`profile_task`: class shares (classification), label shares
+    (multi-label), or the first target's mean, spread, minimum and skew (regression)."""
+    import pandas as pd
+
     if spec.task_kind in ("binary", "multiclass"):
         shares = train[spec.target_columns[0]].value_counts(normalize=True)
-        out["n_classes"] = int(len(shares))
-        out["minority_share"] = float(shares.min())
-        out["class_shares"] = {str(k): round(float(v), 4) for k, v in shares.items()}
-    elif spec.task_kind == "multilabel":
+        return {"n_classes": int(len(shares)), "minority_share": float(shares.min()),
+                "class_shares": {str(k): round(float(v), 4) for k, v in shares.items()}}
+    if spec.task_kind == "multilabel":
         pos = {t: float(train[t].astype(str).str.lower().isin(["1", "true", "1.0"]).mean()) for t in spec.target_columns}
-        out["label_shares"] = {t: round(v, 4) for t, v in pos.items()}
-        out["n_labels"] = len(pos)
-        out["labels_per_row"] = round(sum(pos.values()), 3)
-    else:
-        t = pd.to_numeric(train[spec.target_columns[0]], errors="coerce")
-        out.update(
-            target_mean=float(t.mean()), target_std=float(t.std()), target_min=float(t.min()),
-            target_skew=float(t.skew()) if len(t) > 2 else 0.0,
-        )
-    return out
+        return {"label_shares": {t: round(v, 4) for t, v in pos.items()}, "n_labels": len(pos), "labels_per_row": round(sum(pos.values()), 3)}
+    t = pd.to_numeric(train[spec.target_columns[0]], errors="coerce")
+    return {"target_mean": float(t.mean()), "target_std": float(t.std()), "target_min": float(t.min()),
+            "target_skew": float(t.skew()) if len(t) > 2 else 0.0}

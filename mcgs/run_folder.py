@@ -18,7 +18,7 @@ from mcgs.storage import RunRecord, Storage
 
 __all__ = [
     "RunError", "DB_NAME", "STORAGE_NAME", "BASELINE_NAME", "OVERRIDES_NAME", "LIVE_SETTINGS", "foreign_entries",
-    "check_run_folder", "default_storage_url", "safe_url", "free_space_mb", "wait_for_free_space", "open_storage", "locate_run",
+    "check_run_folder", "check_new_run", "default_storage_url", "safe_url", "free_space_mb", "wait_for_free_space", "open_storage", "locate_run",
 ]
 
 
@@ -70,6 +70,37 @@ def check_run_folder(run_dir: str | Path) -> None:
         raise RunError(
             f"run folder {run_dir} already holds files that are not an mcgs run's ({shown}); a run writes nodes/, best/ "
             f"and input/ into its folder, so give a new or empty folder, e.g. {Path(run_dir) / 'mcgs-run'}"
+        )
+
+
+def check_new_run(run_dir: Path, data_dir: Path, baseline: str | Path | None = None) -> None:
+    """Check a folder for a new run and its starter program before anything is written.
+
+    Args:
+        run_dir: The new run's folder (it may exist and hold files of the user's own that
+            :func:`check_run_folder` allows).
+        data_dir: The task's folder; the run may not lie inside it.
+        baseline: The starter program given with ``--baseline``, or None.
+
+    Raises:
+        RunError: the folder already holds a run, is a file, holds files that are not a run's,
+            or lies in the task folder; the baseline is missing or is an ensemble node's
+            program (which blends other nodes' saved predictions and cannot run on its own).
+    """
+    if (run_dir / DB_NAME).exists() or (run_dir / STORAGE_NAME).exists():
+        raise RunError(f"{run_dir} already holds a run; resume it (`mcgs resume {run_dir}`, mcgs.load_search) or choose another run folder")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"run folder {run_dir} is a file; give the path of a new folder")
+    check_run_folder(run_dir)
+    data = Path(data_dir).resolve()
+    if run_dir.resolve().is_relative_to(data):  # (a task the run owns may lie inside it: mcgs run --prompt)
+        raise RunError(f"run folder {run_dir} is or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")
+    if baseline is not None and not Path(baseline).is_file():
+        raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
+    if baseline is not None and "members/" in Path(baseline).read_text(errors="replace") and (Path(baseline).parent / "members").is_dir():
+        raise RunError(
+            f"{baseline} is an ensemble node's program: it blends other nodes' saved predictions (members/) and cannot run "
+            f"on its own; give a single node's program, e.g. RUN_DIR/nodes/<node>/solution.py"
         )
 
 

@@ -48,7 +48,7 @@ from mcgs.run_folder import (
     DB_NAME,
     STORAGE_NAME,
     RunError,
-    check_run_folder,
+    check_new_run,
     default_storage_url,
     locate_run,
     open_storage,
@@ -555,21 +555,7 @@ def create_search(
         logger.info("the task asks for an interpretable model: no ensembles")
         settings = settings.model_copy(update={"ensemble": False})
     run_dir = Path(run_dir)
-    if (run_dir / DB_NAME).exists() or (run_dir / STORAGE_NAME).exists():
-        raise RunError(f"{run_dir} already holds a run; resume it (`mcgs resume {run_dir}`, mcgs.load_search) or choose another run folder")
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunError(f"run folder {run_dir} is a file; give the path of a new folder")
-    check_run_folder(run_dir)
-    data = spec.data_dir.resolve()
-    if run_dir.resolve().is_relative_to(data):  # (a task the run owns may lie inside it: mcgs run --prompt)
-        raise RunError(f"run folder {run_dir} is or lies inside the task folder {data}; choose a folder outside it, e.g. {data.parent / 'runs' / data.name}")
-    if baseline is not None and not Path(baseline).is_file():
-        raise RunError(f"baseline program {baseline} does not exist; give the path of a Python file that follows docs/solution_contract.md")
-    if baseline is not None and "members/" in Path(baseline).read_text(errors="replace") and (Path(baseline).parent / "members").is_dir():
-        raise RunError(
-            f"{baseline} is an ensemble node's program: it blends other nodes' saved predictions (members/) and cannot run "
-            f"on its own; give a single node's program, e.g. RUN_DIR/nodes/<node>/solution.py"
-        )
+    check_new_run(run_dir, spec.data_dir, baseline)
     created = not run_dir.exists()
     before = set() if created else set(run_dir.iterdir())
     run_dir.mkdir(parents=True, exist_ok=True)

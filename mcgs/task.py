@@ -336,6 +336,33 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
     checking consistency; ``notes`` say what was inferred that a user should know."""
     sub_cols = list(sample.columns)
     notes: list[str] = []
+    _check_name_case(train, test, sub_cols, where)
+    id_column = _infer_id_column(train, test, sample, target, id_column, no_id_column, where)
+    rest = [c for c in sub_cols if c != id_column]
+    if target is None and id_column is None and not no_id_column and sub_cols[0] in test.columns:
+        raise TaskError(
+            f"{where}: the first column of sample_submission.csv, {sub_cols[0]!r}, is in the test file but "
+            f"cannot be the id column (its values are not unique or it is not in the training file); "
+            f"set `id_column:` or `no_id_column: true`, and `target:` in task.yaml"
+        )
+    if target is None:
+        target = _infer_target(train, test, rest, id_column, notes, where)
+    _check_targets(train, test, sample, target, rest, where)
+    one_hot = len(target) == 1 and target[0] not in sample.columns
+    predicted = (set(rest) - set(test.columns)) if one_hot else set(target)
+    echo = [c for c in rest if c not in predicted]
+    for c in echo:
+        if c not in test.columns:
+            raise TaskError(
+                f"{where}: column {c!r} of sample_submission.csv is neither the id, a target, nor a column of "
+                f"the test file; fix `target:` / `id_column:` in task.yaml"
+            )
+    return list(target), id_column, echo, notes
+
+
+def _check_name_case(train, test, sub_cols, where: str) -> None:
+    """Refuse a sample-submission column that matches a table's column only when case is
+    ignored (`ID` against `id`): names are case-sensitive."""
     for c in sub_cols:  # `ID` in the sample, `id` in the test file: names are case-sensitive
         if c in test.columns or c in train.columns:
             continue
@@ -346,6 +373,12 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
                 f"{'test' if same[0] in test.columns else 'training'} file only when case is ignored; column names are "
                 f"case-sensitive: rename one of them so the two are spelled the same"
             )
+
+
+def _infer_id_column(train, test, sample, target, id_column, no_id_column, where: str):
+    """The id column: the one given (checked to be in the sample submission and the test file),
+    else the sample submission's first column when it is unique and in both tables, else None."""
+    sub_cols = list(sample.columns)
     inferred_id = None
     if not no_id_column:
         first = sub_cols[0]
@@ -367,37 +400,43 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
             raise TaskError(f"{where}: id_column {id_column!r} is not a column of the test file (columns: {list(test.columns)}); add it to the test file or fix id_column")
     else:
         id_column = inferred_id
-    rest = [c for c in sub_cols if c != id_column]
-    if target is None and id_column is None and not no_id_column and sub_cols[0] in test.columns:
+    return id_column
+
+
+def _infer_target(train, test, rest, id_column, notes: list[str], where: str) -> list[str]:
+    """The target columns when task.yaml names none: the sample submission's other columns
+    found in the training file, or the one training column the test file lacks whose values
+    are the sample submission's probability columns (a note says so)."""
+    target = [c for c in rest if c in train.columns]
+    one_hot_inferred = False
+    if not target:
+        # one probability column per class (id,F,L,M,VF) and the labels in a training column
+        # the test file lacks (class): that column is the target, as a Kaggle user reads it
+        label_cols = [c for c in train.columns if c not in test.columns and c != id_column
+                      and {str(v) for v in train[c].dropna().unique()} == {str(r) for r in rest}]
+        if len(label_cols) == 1:
+            target, one_hot_inferred = label_cols, True
+            notes.append(f"target: {label_cols[0]!r} (the training column that the test file lacks, whose values "
+                         f"{', '.join(map(repr, rest[:5]))}{' ...' if len(rest) > 5 else ''} are the sample submission's "
+                         f"probability columns); set `target:` in task.yaml to choose another")
+    if not target:
         raise TaskError(
-            f"{where}: the first column of sample_submission.csv, {sub_cols[0]!r}, is in the test file but "
-            f"cannot be the id column (its values are not unique or it is not in the training file); "
-            f"set `id_column:` or `no_id_column: true`, and `target:` in task.yaml"
+            f"{where}: cannot infer the target column: no column of sample_submission.csv "
+            f"other than the id ({rest}) is in the training file; add `target: COLUMN` to task.yaml"
         )
-    if target is None:
-        target = [c for c in rest if c in train.columns]
-        one_hot_inferred = False
-        if not target:
-            # one probability column per class (id,F,L,M,VF) and the labels in a training column
-            # the test file lacks (class): that column is the target, as a Kaggle user reads it
-            label_cols = [c for c in train.columns if c not in test.columns and c != id_column
-                          and {str(v) for v in train[c].dropna().unique()} == {str(r) for r in rest}]
-            if len(label_cols) == 1:
-                target, one_hot_inferred = label_cols, True
-                notes.append(f"target: {label_cols[0]!r} (the training column that the test file lacks, whose values "
-                             f"{', '.join(map(repr, rest[:5]))}{' ...' if len(rest) > 5 else ''} are the sample submission's "
-                             f"probability columns); set `target:` in task.yaml to choose another")
-        if not target:
-            raise TaskError(
-                f"{where}: cannot infer the target column: no column of sample_submission.csv "
-                f"other than the id ({rest}) is in the training file; add `target: COLUMN` to task.yaml"
-            )
-        if len(target) != len(rest) and not one_hot_inferred:
-            missing = [c for c in rest if c not in train.columns]
-            raise TaskError(
-                f"{where}: sample_submission.csv columns {missing} are not in the training file; "
-                f"add `target:` to task.yaml naming the training column(s) to predict"
-            )
+    if len(target) != len(rest) and not one_hot_inferred:
+        missing = [c for c in rest if c not in train.columns]
+        raise TaskError(
+            f"{where}: sample_submission.csv columns {missing} are not in the training file; "
+            f"add `target:` to task.yaml naming the training column(s) to predict"
+        )
+    return target
+
+
+def _check_targets(train, test, sample, target, rest, where: str) -> None:
+    """Each target is a training column, not a test column, predicted by the sample submission
+    (or one-hot there), and has no missing values."""
+    sub_cols = list(sample.columns)
     for t in target:
         if t not in train.columns:
             raise TaskError(
@@ -417,16 +456,6 @@ def _infer_columns(train, test, sample, target, id_column, no_id_column, where: 
         if train[t].isna().any():
             n = int(train[t].isna().sum())
             raise TaskError(f"{where}: target column {t!r} has {n} missing values in the training file; drop those rows")
-    one_hot = len(target) == 1 and target[0] not in sample.columns
-    predicted = (set(rest) - set(test.columns)) if one_hot else set(target)
-    echo = [c for c in rest if c not in predicted]
-    for c in echo:
-        if c not in test.columns:
-            raise TaskError(
-                f"{where}: column {c!r} of sample_submission.csv is neither the id, a target, nor a column of "
-                f"the test file; fix `target:` / `id_column:` in task.yaml"
-            )
-    return list(target), id_column, echo, notes
 
 
 def _check_column_types(train, test, where: str, train_file: str, test_file: str) -> None:
@@ -560,6 +589,48 @@ def _build_spec(
         positive = cfg.positive_class if cfg.positive_class is not None else _default_positive(labels)
         if positive not in labels:
             raise TaskError(f"{where}: positive_class {positive!r} is not one of the labels {labels}")
+    _check_submission_shape(sample, target, kind, labels, positive, id_column, metric, where)
+    if metric.kind == "regression":
+        sub_format = "value"
+    elif metric.needs_proba:
+        sub_format = "probability"
+    else:
+        sub_format = "label"
+    val = _validation_plan(cfg.validation, train, target, kind, metric, where, cfg.train_file)
+    return TaskSpec(
+        name=name,
+        data_dir=data_dir.resolve(),
+        train_file=cfg.train_file,
+        test_file=cfg.test_file,
+        sample_submission_file=cfg.sample_submission_file,
+        description=description,
+        target_columns=target,
+        id_column=id_column,
+        submission_columns=list(sample.columns),
+        metric=metric.name,
+        higher_is_better=metric.higher_is_better,
+        task_kind=kind,
+        class_labels=labels,
+        positive_class=_json_value(positive) if positive is not None else None,
+        submission_format=sub_format,
+        echo_columns=echo,
+        extra_files=_extra_files(data_dir, cfg, where),
+        validation=val,
+        constraints=cfg.constraints,
+        n_train=len(train),
+        n_test=len(test),
+        notes=notes,
+    )
+
+
+def _check_submission_shape(sample, target, kind: str, labels, positive, id_column, metric, where: str) -> None:
+    """The sample submission fits the task: one probability column per class only for a
+    multi-class probability metric, one column for a binary task, and a probability metric for
+    a multi-label task.
+
+    Raises:
+        TaskError: naming the mismatch and the fix.
+    """
     one_hot = target[0] not in sample.columns  # one probability column per class
     if one_hot and kind == "binary" and metric.needs_proba:
         raise TaskError(
@@ -581,13 +652,17 @@ def _build_spec(
         )
     if kind == "multilabel" and not metric.needs_proba:
         raise TaskError(f"{where}: a multi-label task needs a probability metric such as mean_column_roc_auc, not {metric.name}")
-    if metric.kind == "regression":
-        sub_format = "value"
-    elif metric.needs_proba:
-        sub_format = "probability"
-    else:
-        sub_format = "label"
-    val = cfg.validation
+
+
+def _validation_plan(val, train, target, kind: str, metric, where: str, train_file: str):
+    """task.yaml's ``validation`` with its kind filled in (stratified k-fold for classification,
+    else k-fold), checked against the training table: the group or time column exists, a group
+    k-fold has a group per fold, there are enough rows, and for stratified folds every class has
+    at least ``n_splits`` rows.
+
+    Raises:
+        TaskError: naming the setting, the column or class, and the fix.
+    """
     if val.kind is None:
         val = val.model_copy(update={"kind": "kfold" if metric.kind == "regression" or kind == "multilabel" else "stratified_kfold"})
     for split, key in (("group_kfold", "group_column"), ("time_split", "time_column")):
@@ -599,7 +674,7 @@ def _build_spec(
         raise TaskError(f"{where}: validation.kind stratified_kfold keeps each class's share in every fold, but this is a "
                         f"{kind.replace('_', ' ')} task; use validation: {{kind: kfold}} (or leave kind out)")
     if val.kind == "time_split":
-        _check_time_column(train, val, where, cfg.train_file)
+        _check_time_column(train, val, where, train_file)
     if val.kind == "group_kfold":
         groups = train[val.group_column].nunique(dropna=False)
         if groups < val.n_splits:
@@ -625,30 +700,7 @@ def _build_spec(
                 f"{where}: the rarest class of {target[0]!r} has {smallest} rows, fewer than "
                 f"validation.n_splits={val.n_splits}; set validation: {{n_splits: {smallest}}} in task.yaml"
             )
-    return TaskSpec(
-        name=name,
-        data_dir=data_dir.resolve(),
-        train_file=cfg.train_file,
-        test_file=cfg.test_file,
-        sample_submission_file=cfg.sample_submission_file,
-        description=description,
-        target_columns=target,
-        id_column=id_column,
-        submission_columns=list(sample.columns),
-        metric=metric.name,
-        higher_is_better=metric.higher_is_better,
-        task_kind=kind,
-        class_labels=labels,
-        positive_class=_json_value(positive) if positive is not None else None,
-        submission_format=sub_format,
-        echo_columns=echo,
-        extra_files=_extra_files(data_dir, cfg, where),
-        validation=val,
-        constraints=cfg.constraints,
-        n_train=len(train),
-        n_test=len(test),
-        notes=notes,
-    )
+    return val
 
 
 def _extra_files(data_dir: Path, cfg: _TaskYaml, where: str) -> list[str]:
