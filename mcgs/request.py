@@ -292,9 +292,6 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
     Returns:
         A :class:`ParsedRequest`; ``problems`` is empty when a search can start.
     """
-    import pandas as pd
-
-    from mcgs.metrics import get_metric
     from mcgs.task import read_table
 
     data_dir = Path(data_dir)
@@ -344,7 +341,20 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
             interpretable=c.interpretable or bool(reading.interpretable),
         )
 
-    # -- metric: the request first, then the description's evaluation section
+    _choose_metric(prompt, description, reading, req, out)
+    _choose_target(prompt, reading, reader, req, out, train_cols, test_cols, sample_cols, label_candidates, train_table)
+    _choose_id_column(req, out, data_dir, test_cols, sample_cols)
+    _infer_task_kind(prompt, req, out, train_table, sample_cols)
+    _time_and_constraint_notes(prompt, req, out, train_table, test_cols)
+    return out
+
+
+def _choose_metric(prompt: str, description: str, reading, req: TaskRequest, out: ParsedRequest) -> None:
+    """The metric: named in the request (by the rules, else by the model's reading), else in the
+    description's evaluation section; several named, or none, is a problem."""
+    from mcgs.metrics import get_metric
+
+    problems, notes = out.problems, out.notes
     asked = find_metrics(prompt)
     if not asked and reading is not None and reading.metric:
         from mcgs.metrics import UnknownMetricError
@@ -371,7 +381,13 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
             "name a metric in the request, e.g. 'judged by accuracy' (or roc_auc, log_loss, f1, rmse, rmsle, mae)",
         ))
 
-    # -- target: the request's named column, checked against the sample submission and tables
+
+def _choose_target(prompt: str, reading, reader, req: TaskRequest, out: ParsedRequest, train_cols, test_cols, sample_cols,
+                   label_candidates, train_table) -> None:
+    """The target: a column the request names (that the test table lacks), checked against the
+    sample submission; else the sample submission's prediction columns; else the only training
+    column the test table lacks. A named input column, or no way to tell, is a problem."""
+    problems, notes = out.problems, out.notes
     named = [c for c in _mentioned_columns(prompt, train_cols) if c in label_candidates]
     phrase = _target_phrase(prompt)
     if not named and reading is not None and reading.target:
@@ -428,7 +444,15 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
                 f"name one of {', '.join(label_candidates)} in the request, e.g. 'predict {label_candidates[-1]}'" if label_candidates else "add the label column to the training table",
             ))
 
-    # -- id column: the sample submission's first column, else a unique test column named id
+
+def _choose_id_column(req: TaskRequest, out: ParsedRequest, data_dir: Path, test_cols, sample_cols) -> None:
+    """The id column: the sample submission's first column when the test table has it; without
+    a sample submission, a unique test column named like an id (or a unique timestamp)."""
+    import pandas as pd
+
+    from mcgs.task import read_table
+
+    notes = out.notes
     if sample_cols and sample_cols[0] in test_cols:
         req.id_column = sample_cols[0]
     elif not sample_cols:
@@ -441,7 +465,16 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         else:
             notes.append("no id column: the submission follows the test table's row order")
 
-    # -- task kind: from the metric's kind and the target's values; contradictions reported
+
+def _infer_task_kind(prompt: str, req: TaskRequest, out: ParsedRequest, train_table, sample_cols) -> None:
+    """The task kind from the metric's kind and the target's values, with the contradictions
+    (a regression metric on labels, a class metric on a many-valued number, a request's words
+    against its metric) reported as problems."""
+    import pandas as pd
+
+    from mcgs.metrics import get_metric
+
+    problems = out.problems
     if req.metric and req.target:
         metric = get_metric(req.metric)
         y = train_table[req.target]
@@ -480,7 +513,11 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         if req.task_kind in ("binary", "multiclass") and re.search(r"\bregression\b", prompt, re.I):
             problems.append(RequestProblem("task_kind", f"the request says 'regression' but {req.metric} is a classification metric", "fix the metric or the wording"))
 
-    # -- time index: a datetime column plus time words in the request
+
+def _time_and_constraint_notes(prompt: str, req: TaskRequest, out: ParsedRequest, train_table, test_cols) -> None:
+    """A time column when the request speaks of time and a test column parses as dates; and a
+    note for each constraint read from the request."""
+    notes = out.notes
     if re.search(_TIME_WORDS, prompt, re.I):
         head = train_table.head(200)
         times = [c for c in head.columns if c in test_cols and is_datetime_column(head[c])]
@@ -496,7 +533,6 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         notes.append(f"constraint: at most {c.max_inference_ms_per_row:g} ms per predicted row (recorded and shown to the coder; not measured yet)")
     if c.max_model_mb:
         notes.append(f"constraint: fitted model at most {c.max_model_mb:g} MB (recorded and shown to the coder; not measured yet)")
-    return out
 
 
 # --------------------------------------------------------------------------------------------
