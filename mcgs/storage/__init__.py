@@ -3,6 +3,11 @@
 ``Storage("sqlite:///RUN_DIR/mcgs.db")`` is the default (WAL journal, busy timeout, immediate
 write transactions so concurrent writers queue instead of failing). Every write is its own
 short transaction, so a crash loses at most the candidates that were running (DESIGN §7).
+
+Its parts: :mod:`~mcgs.storage.models` (the tables), :mod:`~mcgs.storage.schema` (opening the
+database, migrations, version checks), :mod:`~mcgs.storage.errors` (the errors and the write
+guard), :mod:`~mcgs.storage.ledger` (the LLM cost ledger); :class:`Storage` here holds runs,
+nodes, edges, claims and leases, and :class:`RunView` reads a run incrementally.
 """
 
 from __future__ import annotations
@@ -11,140 +16,20 @@ import dataclasses
 import datetime as _dt
 import json
 import threading
-from pathlib import Path
 from typing import Any, Iterable
 
-from sqlalchemy import create_engine, event, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import sessionmaker
 
 from mcgs.sandbox import owner_alive, owner_id
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeRole, NodeState, Operator, RunStatus
-from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, LLMCallModel, NodeModel, RunModel, SchemaInfo, utcnow
+from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, NodeModel, RunModel, utcnow
+from mcgs.storage.errors import ClaimLost, StorageError, StorageFull, is_disk_full as _is_disk_full, writes as _writes
+from mcgs.storage.ledger import LedgerQueries, LLMCall
+from mcgs.storage.schema import check_schema, check_schema_read_only, open_engine, schema_version, upgrade
 
 __all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
            "owner_alive", "ClaimLost"]
-
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-#: Alembic revision of each storage schema version written before the migrations existed.
-_REVISION_OF_VERSION = {2: "0001", 3: "0002", 4: "0003"}
-
-
-def upgrade(engine) -> None:
-    """Bring a database to the current schema with the Alembic migrations in
-    ``mcgs/storage/migrations`` (a new database is built by them from the first revision).
-
-    A database written before migrations existed (no ``alembic_version`` table) is stamped with
-    the revision of its ``schema_info`` version first. Runs in one transaction, so concurrent
-    openers (workers) wait for each other.
-
-    Raises:
-        StorageError: the database is from a newer mcgs (an unknown revision or version).
-    """
-    import logging
-
-    from alembic import command
-    from alembic.config import Config
-    from alembic.util.exc import CommandError
-    from sqlalchemy import inspect, text
-
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        tables = set(inspect(conn).get_table_names())
-        try:
-            if "alembic_version" not in tables and "runs" in tables:
-                row = conn.execute(text("SELECT value FROM schema_info WHERE key = 'schema_version'")).first()
-                version = int(row[0]) if row else 2
-                if version not in _REVISION_OF_VERSION:
-                    raise StorageError(f"{engine.url} has schema version {version}, this mcgs uses {SCHEMA_VERSION}; use the mcgs version that wrote it")
-                command.stamp(cfg, _REVISION_OF_VERSION[version])
-            command.upgrade(cfg, "head")
-        except CommandError as exc:
-            raise StorageError(f"{engine.url} was written by a newer mcgs ({exc}); use that version") from exc
-
-
-@dataclasses.dataclass(frozen=True)
-class LLMCall:
-    """One row of the cost ledger (see :class:`mcgs.storage.models.LLMCallModel`)."""
-
-    operator: str
-    model: str
-    kind: str = "code"
-    node_seq: int | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
-    latency_s: float = 0.0
-    request_id: str | None = None
-    cost_usd: float = 0.0
-    outcome: str = "ok"
-    error: str | None = None
-
-
-class StorageError(RuntimeError):
-    """The database is unusable (wrong schema version, missing run ...)."""
-
-
-class StorageFull(StorageError):
-    """A write failed because the disk holding the storage is full (SQLite's ``database or disk
-    is full``, or ``ENOSPC``).
-
-    Attributes:
-        path: The file or server whose disk is full (the SQLite file; the URL otherwise).
-    """
-
-    def __init__(self, path: str, detail: str):
-        self.path = path
-        super().__init__(f"the disk holding {path} is full ({detail}); free some space and run the command again")
-
-
-def _is_disk_full(exc: BaseException) -> bool:
-    import errno
-
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return True
-        text = str(exc).lower()
-        if "database or disk is full" in text or "no space left on device" in text or "could not extend file" in text:
-            return True
-        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
-    return False
-
-
-def _writes(method):
-    """A storage write: refused on a read-only storage; when the disk is full, handed to
-    ``on_full`` (the engine pauses until space is freed, then the write is tried again: each
-    write is one transaction, rolled back when it fails) or raised as :class:`StorageFull`."""
-    import functools
-
-    @functools.wraps(method)
-    def write(self, *args, **kwargs):
-        if self.read_only:
-            raise StorageError(f"{self.where} was opened read-only; {method.__name__} writes")
-        while True:
-            try:
-                return method(self, *args, **kwargs)
-            except (StorageError, ValueError):
-                raise
-            except Exception as exc:
-                if not _is_disk_full(exc):
-                    raise
-                full = StorageFull(self.where, str(getattr(exc, "orig", exc)).splitlines()[0])
-                if self.on_full is None:
-                    raise full from exc
-                self.on_full(full)  # returns once there is space again, or raises to give up
-
-    return write
-
-
-class ClaimLost(StorageError):
-    """A worker tried to record a verdict for a node it no longer holds: its lease expired
-    and the node was queued again (or another worker claimed it). The verdict is dropped."""
 
 
 
@@ -165,61 +50,6 @@ class RunRecord:
     best_node_id: int | None
     created_at: _dt.datetime
     updated_at: _dt.datetime | None = None
-
-
-def _sqlite_pragmas(dbapi_conn, _record):
-    dbapi_conn.isolation_level = None  # let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
-
-
-def _begin_immediate(conn):
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _sqlite_read_pragmas(dbapi_conn, _record):
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.close()
-
-
-def _sqlite_path(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).database or url
-
-
-def _hide_password(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url
-
-
-def _read_only_url(path: str) -> str:
-    """A SQLite URI that reads ``path`` without writing: ``mode=ro`` (it still takes the shared
-    locks and reads the write-ahead log, which needs its ``-shm`` file or a writable folder), else
-    ``immutable=1`` (no locks; a leftover write-ahead log is not read)."""
-    import os
-    import sqlite3
-    from urllib.parse import quote
-
-    uri = f"file:{quote(os.path.abspath(path))}"
-    try:
-        con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=5)
-        try:
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        finally:
-            con.close()
-        return f"sqlite:///{uri}?mode=ro&uri=true"
-    except sqlite3.Error:
-        return f"sqlite:///{uri}?immutable=1&uri=true"
 
 
 def _lease_end(lease_s: float) -> _dt.datetime:
@@ -278,7 +108,7 @@ def _run(m: RunModel) -> RunRecord:
     )
 
 
-class Storage:
+class Storage(LedgerQueries):
     """Persistent store of runs, nodes and edges.
 
     Args:
@@ -302,60 +132,24 @@ class Storage:
         self.url = url
         self.read_only = read_only
         self.on_full = None
-        self.is_sqlite = is_sqlite = url.startswith("sqlite")
-        self.where = _sqlite_path(url) if is_sqlite else _hide_password(url)
-        kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if is_sqlite else {"pool_pre_ping": True}
-        if is_sqlite and read_only:
-            self.engine = create_engine(_read_only_url(self.where), **kwargs)
-            event.listen(self.engine, "connect", _sqlite_read_pragmas)
-        else:
-            self.engine = create_engine(url, **kwargs)
-            if is_sqlite:
-                event.listen(self.engine, "connect", _sqlite_pragmas)
-                event.listen(self.engine, "begin", _begin_immediate)
+        self.is_sqlite = url.startswith("sqlite")
+        self.engine, self.where = open_engine(url, read_only)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         if read_only:
-            self._check_schema_read_only()
+            check_schema_read_only(self.engine, self._session, self.where)
             return
         try:
             upgrade(self.engine)
-            self._check_schema()
+            check_schema(self._session, self.url)
         except Exception as exc:
             if _is_disk_full(exc) and not isinstance(exc, StorageError):
                 raise StorageFull(self.where, str(getattr(exc, "orig", exc)).splitlines()[0]) from exc
             raise
 
-    # ---------------------------------------------------------------- schema
-
-    def _check_schema(self) -> None:
-        with self._session.begin() as s:
-            row = s.get(SchemaInfo, "schema_version")
-            if row is None:
-                s.add(SchemaInfo(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif int(row.value) != SCHEMA_VERSION:
-                raise StorageError(
-                    f"{self.url} has schema version {row.value}, this mcgs uses {SCHEMA_VERSION}; "
-                    f"use the mcgs version that wrote it"
-                )
-
-    def _check_schema_read_only(self) -> None:
-        from sqlalchemy import inspect
-
-        with self.engine.connect() as conn:
-            if "schema_info" not in inspect(conn).get_table_names():
-                raise StorageError(f"{self.where} holds no mcgs storage")
-        with self._session() as s:
-            row = s.get(SchemaInfo, "schema_version")
-            if row is None or int(row.value) != SCHEMA_VERSION:
-                raise StorageError(
-                    f"{self.where} has schema version {row.value if row else '?'}, this mcgs uses {SCHEMA_VERSION}; "
-                    f"{'resume it once with write access to upgrade it' if row and int(row.value) < SCHEMA_VERSION else 'use the mcgs version that wrote it'}"
-                )
-
     @property
     def schema_version(self) -> int:
-        with self._session() as s:
-            return int(s.get(SchemaInfo, "schema_version").value)
+        """The schema version stored in the database."""
+        return schema_version(self._session)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -686,44 +480,6 @@ class Storage:
         """An in-memory view of one run's nodes and edges that refreshes incrementally (see
         :class:`RunView`); what the search loop reads before every decision."""
         return RunView(self, run_id)
-
-    # ---------------------------------------------------------------- cost ledger
-
-    @_writes
-    def add_llm_call(self, run_id: int, call: LLMCall) -> int:
-        """Record one language-model call (its own transaction, so spend survives a crash).
-
-        Returns:
-            The row's id (for :meth:`assign_llm_calls`).
-        """
-        with self._session.begin() as s:
-            row = LLMCallModel(run_id=run_id, **dataclasses.asdict(call))
-            s.add(row)
-            s.flush()
-            return row.id
-
-    @_writes
-    def assign_llm_calls(self, run_id: int, ids, node_seq: int) -> None:
-        """Label ledger rows written before their node existed (a draft plan written for
-        screening, drafted later) with the node's sequence number."""
-        ids = [int(i) for i in ids]
-        if ids:
-            with self._session.begin() as s:
-                s.execute(update(LLMCallModel).where(LLMCallModel.run_id == run_id, LLMCallModel.id.in_(ids)).values(node_seq=node_seq))
-
-    def llm_calls(self, run_id: int) -> list[LLMCall]:
-        """The run's ledger in call order."""
-        fields = [f.name for f in dataclasses.fields(LLMCall)]
-        with self._session() as s:
-            rows = s.scalars(select(LLMCallModel).where(LLMCallModel.run_id == run_id).order_by(LLMCallModel.id))
-            return [LLMCall(**{k: getattr(m, k) for k in fields}) for m in rows]
-
-    def llm_spend_usd(self, run_id: int) -> float:
-        """Total cost of the run's calls, US dollars."""
-        from sqlalchemy import func
-
-        with self._session() as s:
-            return float(s.scalar(select(func.coalesce(func.sum(LLMCallModel.cost_usd), 0.0)).where(LLMCallModel.run_id == run_id)))
 
 
 _OPEN_STATES = (NodeState.PENDING.value, NodeState.RUNNING.value)
