@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "unknown_environment"]
+__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "unknown_environment"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -168,8 +168,30 @@ class LLMSettings(BaseModel):
         return max(self.prices.values(), key=lambda p: p.output) if self.prices else ModelPrice(input=0, output=0, cache_write=0, cache_read=0)
 
 
+#: The settings of each concern: group -> {the name inside the group: the flat field}. The
+#: flat names are what ``MCGS_*`` variables, ``mcgs.toml`` keys, stored runs and keyword
+#: arguments use; a group's section (``[sandbox]`` in ``mcgs.toml``, ``sandbox={...}`` as an
+#: argument) takes the same settings by their names inside the group. Every field not named
+#: here but ``llm`` (its own model) belongs to ``search``.
+GROUPS: dict[str, dict[str, str]] = {
+    "sandbox": {name: name for name in ("memory_mb", "cpu_threads", "isolation", "disk_mb", "max_output_mb", "keep_workspaces")},
+    "ensemble": {
+        "enabled": "ensemble", "reserve_s": "ensemble_reserve_s", "max_members": "ensemble_max_members",
+        "method": "ensemble_method", "gross_error_sd": "ensemble_gross_error_sd", "every": "ensemble_every",
+        "time_share": "ensemble_time_share",
+    },
+    "storage": {name: name for name in ("lease_s", "max_attempts", "min_free_disk_mb")},
+}
+
+
 class SearchSettings(BaseSettings):
     """Budgets and constants of the search.
+
+    The fields are flat (``memory_mb``), as ``MCGS_*`` variables, ``mcgs.toml`` and stored runs
+    name them; they are grouped by concern (:data:`GROUPS`) and read as groups through
+    :attr:`search`, :attr:`sandbox`, :attr:`ensembles`, :attr:`storage` and :attr:`llm`
+    (``settings.sandbox.memory_mb``). A group's section is accepted as input too:
+    ``SearchSettings(sandbox={"memory_mb": 4096})``, or ``[sandbox]`` in ``mcgs.toml``.
 
     Attributes:
         time_budget_s: Wall-clock budget of the whole run, seconds.
@@ -301,6 +323,7 @@ class SearchSettings(BaseSettings):
         from pydantic_settings import TomlConfigSettingsSource
 
         path = settings_file()
+        init_settings = _FlatSource(init_settings)
         if path is None:
             return (init_settings, env_settings)
         try:
@@ -308,7 +331,7 @@ class SearchSettings(BaseSettings):
                 tomllib.load(fh)  # fail here, naming the file, rather than deep in pydantic
         except (tomllib.TOMLDecodeError, OSError) as exc:
             raise ValueError(f"settings file {path}: {exc}; fix it, or point {SETTINGS_FILE_ENV} elsewhere") from exc
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return (init_settings, env_settings, _FlatSource(TomlConfigSettingsSource(settings_cls, toml_file=path), f"settings file {path}: "))
 
     time_budget_s: float = Field(600.0, gt=0)
     per_run_timeout_s: float = Field(300.0, gt=0)
@@ -398,6 +421,41 @@ class SearchSettings(BaseSettings):
             raise ValueError(f"{', '.join(unknown) or 'an empty list'} is not a model entry; choose among {', '.join(known)}")
         return models
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten_groups(cls, data: Any) -> Any:
+        """A group's section (``{"sandbox": {"memory_mb": 4096}}``) as its flat fields
+        (:func:`flatten_groups`)."""
+        return flatten_groups(data)
+
+    def _group(self, group: str):
+        names = _search_names() if group == "search" else GROUPS[group]
+        return _group_model(group)(**{key: getattr(self, flat) for key, flat in names.items()})
+
+    @property
+    def search(self):
+        """The search's own settings (budgets, policy, UCT, operators, screening, seed, coder),
+        read-only (:data:`GROUPS`: every field of no other group)."""
+        return self._group("search")
+
+    @property
+    def sandbox(self):
+        """How candidates run: ``memory_mb``, ``cpu_threads``, ``isolation``, ``disk_mb``,
+        ``max_output_mb``, ``keep_workspaces``; read-only."""
+        return self._group("sandbox")
+
+    @property
+    def ensembles(self):
+        """Ensembles (the ``[ensemble]`` section): ``enabled``, ``reserve_s``, ``max_members``,
+        ``method``, ``gross_error_sd``, ``every``, ``time_share``; read-only. (``ensemble``
+        itself is the flat on/off switch.)"""
+        return self._group("ensemble")
+
+    @property
+    def storage(self):
+        """Claims and disk: ``lease_s``, ``max_attempts``, ``min_free_disk_mb``; read-only."""
+        return self._group("storage")
+
     @model_validator(mode="after")
     def _check(self) -> "SearchSettings":
         a, b = self.uct_decay_phases
@@ -406,6 +464,68 @@ class SearchSettings(BaseSettings):
         if self.exploit_full < self.exploit_start:
             raise ValueError(f"exploit_full ({self.exploit_full}) must not be below exploit_start ({self.exploit_start})")
         return self
+
+
+def flatten_groups(data: Any, where: str = "") -> Any:
+    """Settings given as groups' sections (``{"sandbox": {"memory_mb": 4096}}``) as their flat
+    fields (``{"memory_mb": 4096}``); anything else is left as it is. Each source of settings
+    (arguments, the settings file) is flattened on its own before the sources are merged, so a
+    flat name from one source and a section from another follow the sources' order.
+
+    Raises:
+        ValueError: a section names no setting of its group, or one source gives the same
+            setting both flat and in a section, with two values.
+    """
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for group, names in {**GROUPS, "search": _search_names()}.items():
+        section = data.get(group)
+        if section is None or (group == "ensemble" and not isinstance(section, dict)):
+            continue  # absent, or the flat switch `ensemble` rather than its section
+        del data[group]
+        if not isinstance(section, dict):
+            raise ValueError(f"{where}{group}: a section of settings ({', '.join(sorted(names))}), got {section!r}")
+        for key, value in section.items():
+            if key not in names:
+                raise ValueError(f"{where}{group}.{key}: unknown setting of the {group} group; it has {', '.join(sorted(names))}")
+            flat = names[key]
+            if flat in data and data[flat] != value:
+                raise ValueError(f"{where}{flat} is given twice, as {flat} ({data[flat]!r}) and as {group}.{key} ({value!r}); keep one")
+            data[flat] = value
+    return data
+
+
+class _FlatSource:
+    """A settings source whose groups' sections are flattened (:func:`flatten_groups`) before
+    pydantic-settings merges it with the others."""
+
+    def __init__(self, source, where: str = ""):
+        self.source, self.where = source, where
+
+    def __call__(self) -> dict[str, Any]:
+        return flatten_groups(self.source(), self.where)
+
+
+def _search_names() -> dict[str, str]:
+    """The ``search`` group: every field of no other group, by its own name (``llm`` aside)."""
+    grouped = {flat for names in GROUPS.values() for flat in names.values()}
+    return {name: name for name in SearchSettings.model_fields if name not in grouped and name != "llm"}
+
+
+_GROUP_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def _group_model(group: str) -> type[BaseModel]:
+    """The frozen pydantic model of one group: its fields are the flat fields' (types, defaults
+    and bounds), under their names inside the group."""
+    if group not in _GROUP_MODELS:
+        from pydantic import create_model
+
+        names = _search_names() if group == "search" else GROUPS[group]
+        fields = {key: (SearchSettings.model_fields[flat].annotation, SearchSettings.model_fields[flat]) for key, flat in names.items()}
+        _GROUP_MODELS[group] = create_model(f"{group.capitalize()}Settings", __config__=ConfigDict(frozen=True), **fields)
+    return _GROUP_MODELS[group]
 
 
 def setting_default(name: str) -> Any:

@@ -136,12 +136,13 @@ class RunSnapshot:
         from mcgs.run_folder import RunError
         from mcgs.sandbox import SandboxLimits, resolve_isolation
 
+        sandbox = self.settings.sandbox
         try:
-            isolation = resolve_isolation(self.settings.isolation)
+            isolation = resolve_isolation(sandbox.isolation)
         except ValueError as exc:
             raise RunError(str(exc)) from exc
-        threads = threads or max(1, self.settings.cpu_threads // self.settings.workers)
-        return SandboxLimits(timeout_s=max(1.0, timeout_s), memory_mb=self.settings.memory_mb, cpu_threads=threads,
+        threads = threads or max(1, sandbox.cpu_threads // self.settings.workers)
+        return SandboxLimits(timeout_s=max(1.0, timeout_s), memory_mb=sandbox.memory_mb, cpu_threads=threads,
                              isolation=isolation, disk_mb=workspace_cap_mb(self.run_dir, self.settings))
 
     @property

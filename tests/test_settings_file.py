@@ -41,16 +41,16 @@ def test_a_bad_settings_file_is_named_with_the_fix(tmp_path, monkeypatch):
 
 def _settings_of_run_command(monkeypatch, args: list[str], env: dict[str, str]) -> SearchSettings:
     """The SearchSettings `mcgs run ARGS` hands to the search (the search itself is not run)."""
+    import mcgs
     import mcgs.cli
-    import mcgs.search
 
     seen: list[SearchSettings] = []
 
-    def capture(task, out_dir, *, settings, **kwargs):
+    def capture(task, *, run_dir, settings, **kwargs):
         seen.append(settings)
         return None
 
-    monkeypatch.setattr(mcgs.search, "create_search", capture)
+    monkeypatch.setattr(mcgs, "create_search", capture)  # the public factory the CLI calls
     monkeypatch.setattr(mcgs.cli, "_drive", lambda search: None)
     res = CliRunner().invoke(app, ["run", *args], env={"COLUMNS": "200", **env})
     assert res.exit_code == 0, res.output
@@ -170,3 +170,26 @@ def test_a_bad_environment_value_names_its_variable_and_the_format(tmp_path, mon
     assert result.exit_code == 2 and all(w in result.output for w in says), result.output
     assert ": Value error" not in result.output and "MCGS_<NAME>" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_settings_are_grouped_by_concern_and_a_section_is_taken_as_its_flat_names(tmp_path, monkeypatch):
+    """[sandbox], [ensemble], [storage] and [search] sections in mcgs.toml (or as arguments) set
+    the flat settings every MCGS_* variable and stored run still names; the groups read back
+    as read-only views; a setting given twice, or unknown in its group, is named."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mcgs.toml").write_text('seed = 3\n[sandbox]\nmemory_mb = 2048\n[ensemble]\nenabled = false\nmethod = "Stacking"\n'
+                                         '[storage]\nlease_s = "2m"\n[search]\nnum_drafts = 4\n')
+    monkeypatch.setenv("MCGS_CPU_THREADS", "3")
+    s = SearchSettings()
+    assert (s.seed, s.memory_mb, s.ensemble, s.ensemble_method, s.lease_s, s.num_drafts, s.cpu_threads) == (3, 2048, False, "stacking", 120.0, 4, 3)
+    assert (s.sandbox.memory_mb, s.sandbox.cpu_threads, s.ensembles.enabled, s.ensembles.method, s.storage.lease_s, s.search.num_drafts) == \
+        (2048, 3, False, "stacking", 120.0, 4)
+    assert "sandbox" not in s.model_dump() and SearchSettings(**s.model_dump()) == s  # stored runs keep the flat form
+    with pytest.raises(Exception):
+        s.sandbox.memory_mb = 1  # a view, not a second copy to change
+    assert SearchSettings(sandbox={"memory_mb": 4096}, ensemble=False).sandbox.memory_mb == 4096
+    with pytest.raises(ValueError, match=r"memory_mb is given twice, as memory_mb \(1024\) and as sandbox.memory_mb \(4096\)"):
+        SearchSettings(memory_mb=1024, sandbox={"memory_mb": 4096})
+    (tmp_path / "mcgs.toml").write_text("[sandbox]\nmemroy_mb = 2048\n")
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "none"), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "sandbox.memroy_mb: unknown setting of the sandbox group" in res.output and "memory_mb" in res.output
