@@ -38,14 +38,9 @@ import networkx as nx
 
 from mcgs.branches import (
     GRAPH_OPERATORS,
-    IMPROVE_TIERS,
     Expansion,
-    branch_best,
-    branch_members,
     debug_depth,
     improve_tier,
-    is_branch_stagnant,
-    is_globally_stagnant,
     live_children,
     ranked_search_nodes,
 )
@@ -56,28 +51,20 @@ from mcgs.operators import AT_NODE, aggregate
 from mcgs.settings import SearchSettings
 
 __all__ = [
-    "Expansion",
     "compute_reward",
     "exploration_constant",
     "tree_stats",
     "uct_value",
     "select_expansion",
-    "improve_tier",
-    "debug_depth",
-    "branch_members",
-    "branch_best",
-    "ranked_search_nodes",
-    "is_branch_stagnant",
-    "is_globally_stagnant",
-    "GRAPH_OPERATORS",
     "Policy",
     "MCGSPolicy",
     "TreePolicy",
     "GreedyPolicy",
     "POLICIES",
     "policy_for",
-    "IMPROVE_TIERS",
-]
+    "TREE_STATS_CACHE",
+    "update_tree_stats",
+]  # the branch queries it uses (branch_best, improve_tier, ...) are mcgs.branches' own
 
 
 #: ``g.graph`` key of :func:`tree_stats`'s cache (carried forward by :data:`mcgs.run_graph.CACHE_UPDATERS`)

@@ -240,7 +240,7 @@ class PlanQueue:
             return
         from mcgs.node import FrozenNode
         from mcgs.operators import OperatorContext, build_request
-        from mcgs.policy import Expansion
+        from mcgs.branches import Expansion
 
         g = search.graph()
         root = next(n for n in search.nodes() if n.parent_id is None)

@@ -15,7 +15,7 @@ from mcgs.settings import SearchSettings
 from mcgs.task import TaskSpec
 
 if TYPE_CHECKING:
-    from mcgs.policy import Expansion
+    from mcgs.branches import Expansion
 
 
 #: ``g.graph`` key of :func:`tried_configs`'s cache (carried forward by :data:`mcgs.run_graph.CACHE_UPDATERS`)

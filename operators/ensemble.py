@@ -53,7 +53,7 @@ def ensemble_due(search, g) -> bool:
     nodes have finished since the last ensemble node (or since the start), and the time spent
     selecting ensembles during the search is within ``ensemble_time_share`` of the elapsed wall
     time."""
-    from mcgs.policy import ranked_search_nodes
+    from mcgs.branches import ranked_search_nodes
 
     settings = search.settings
     every = settings.ensemble_every

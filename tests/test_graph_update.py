@@ -12,7 +12,8 @@ import pytest
 from mcgs.graph import _derived, build_graph, update_graph
 from mcgs.run_graph import CACHE_UPDATERS
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
-from mcgs.policy import branch_best, ranked_search_nodes, select_expansion, tree_stats
+from mcgs.branches import branch_best, ranked_search_nodes
+from mcgs.policy import select_expansion, tree_stats
 from mcgs.settings import SearchSettings
 
 

@@ -9,17 +9,8 @@ import pytest
 
 from mcgs.graph import build_graph
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
-from mcgs.policy import (
-    compute_reward,
-    debug_depth,
-    exploration_constant,
-    improve_tier,
-    is_branch_stagnant,
-    is_globally_stagnant,
-    select_expansion,
-    tree_stats,
-    uct_value,
-)
+from mcgs.branches import debug_depth, improve_tier, is_branch_stagnant, is_globally_stagnant
+from mcgs.policy import compute_reward, exploration_constant, select_expansion, tree_stats, uct_value
 from mcgs.settings import SearchSettings
 
 S = SearchSettings(policy="tree")  # pure UCT; the graph operators are tested below with policy="mcgs"
