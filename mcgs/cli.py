@@ -106,15 +106,9 @@ def _user_errors(out_option: str = "--out"):
             + f"\n  (set by {source}" + (f", or in the settings file {path}" if path else "") + ")"
         )
     except SettingsError as exc:  # an MCGS_* value that is not JSON where a list is expected
-        import re
+        from mcgs.settings import describe_settings_error
 
-        from mcgs.settings import SearchSettings, setting_default
-
-        field = re.search(r'field "([^"]+)"', str(exc))
-        name = f"MCGS_{field.group(1).upper()}" if field else "an MCGS_* variable"
-        default = setting_default(field.group(1)) if field and field.group(1) in SearchSettings.model_fields else None
-        example = json.dumps(list(default)) if isinstance(default, (list, tuple)) else '["a", "b"]'  # its own default, as JSON
-        _fail(f"{name} cannot be read ({exc}): a list setting takes JSON in the environment, e.g. {name}='{example}'")
+        _fail(describe_settings_error(exc))
     except (TaskError, RunError, StorageError, UnknownMetricError, _UserError, ValueError) as exc:
         _fail(str(exc))
     except OSError as exc:  # a folder that cannot be created or written
@@ -666,31 +660,9 @@ def set_live(
 ) -> None:
     """Change a setting of a live run (read by the run at its next step): min_free_disk_mb."""
     with _user_errors():
-        from mcgs.run_folder import LIVE_SETTINGS, OVERRIDES_NAME, locate_run
-        from mcgs.settings import SearchSettings
+        from mcgs.disk import set_live_setting
 
-        name, sep, value = assignment.partition("=")
-        name = name.strip()
-        if not sep or name not in LIVE_SETTINGS:
-            raise _UserError(f"give NAME=VALUE with NAME one of {', '.join(LIVE_SETTINGS)} (got {assignment!r})")
-        from pydantic import ValidationError
-
-        try:
-            parsed = getattr(SearchSettings(**{name: value}), name)
-        except ValidationError as exc:
-            raise _UserError(f"{name}={value!r}: {exc.errors()[0]['msg']}") from None
-        locate_run(run_dir, read_only=True)[0].close()  # a run is there and its storage opens
-        path = run_dir / OVERRIDES_NAME
-        try:
-            data = json.loads(path.read_text()) if path.is_file() else {}
-        except ValueError as exc:
-            data = exc
-        if not isinstance(data, dict):
-            raise _UserError(f"{path} is not a JSON object of settings ({data}); delete it and run `mcgs set` again")
-        data[name] = parsed
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2))
-        os.replace(tmp, path)
+        name, parsed = set_live_setting(run_dir, assignment)
     out.print(f"{name} = {parsed:g} for the run in {run_dir} (a running search reads it before its next candidate; a stopped one on resume)")
 
 

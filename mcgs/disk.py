@@ -21,7 +21,7 @@ from typing import Any, Callable
 from mcgs.node import RunStatus
 from mcgs.run_folder import DISK_POLL_S, FULL_DISK_MIN_MB, FULL_DISK_RESUME_MB, LIVE_SETTINGS, OVERRIDES_NAME
 
-__all__ = ["DiskGuard", "live_setting", "workspace_cap_mb"]
+__all__ = ["DiskGuard", "live_setting", "set_live_setting", "workspace_cap_mb"]
 
 
 def live_setting(run_dir: Path, settings, name: str):
@@ -37,6 +37,50 @@ def live_setting(run_dir: Path, settings, name: str):
         if name in data:
             return type(getattr(settings, name))(data[name])
     return getattr(settings, name)
+
+
+def set_live_setting(run_dir: Path, assignment: str) -> tuple[str, Any]:
+    """Change a setting of a live run (``mcgs set RUN_DIR NAME=VALUE``): written to
+    ``RUN_DIR/overrides.json``, which a running search reads before its next candidate and a
+    stopped one on resume (:func:`live_setting`).
+
+    Returns:
+        ``(name, value)`` as parsed by the setting's own validation.
+
+    Raises:
+        ValueError: not ``NAME=VALUE``, a setting that cannot change while a run is live
+            (only :data:`mcgs.run_folder.LIVE_SETTINGS`), a value the setting refuses, or an
+            ``overrides.json`` that is not a JSON object.
+        mcgs.run_folder.RunError: no run in ``run_dir``.
+    """
+    import os
+
+    from pydantic import ValidationError
+
+    from mcgs.run_folder import locate_run
+    from mcgs.settings import SearchSettings
+
+    name, sep, value = assignment.partition("=")
+    name = name.strip()
+    if not sep or name not in LIVE_SETTINGS:
+        raise ValueError(f"give NAME=VALUE with NAME one of {', '.join(LIVE_SETTINGS)} (got {assignment!r})")
+    try:
+        parsed = getattr(SearchSettings(**{name: value}), name)
+    except ValidationError as exc:
+        raise ValueError(f"{name}={value!r}: {exc.errors()[0]['msg']}") from None
+    locate_run(run_dir, read_only=True)[0].close()  # a run is there and its storage opens
+    path = Path(run_dir) / OVERRIDES_NAME
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError as exc:
+        data = exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a JSON object of settings ({data}); delete it and run `mcgs set` again")
+    data[name] = parsed
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+    return name, parsed
 
 
 def workspace_cap_mb(run_dir: Path, settings) -> float:

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "unknown_environment"]
+__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "unknown_environment", "describe_settings_error"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -553,6 +553,20 @@ def setting_choices(name: str) -> tuple[str, ...]:
 #: exported model pass to a candidate or a predict/refit run.
 NOT_SETTINGS = frozenset({"SETTINGS_FILE", "MODE", "MODEL_FILE", "PREDICT_INPUT", "PREDICT_OUTPUT", "SANDBOX_ID",
                           "SHARED_DATA", "LIVE_ANTHROPIC_API_KEY"})
+
+
+def describe_settings_error(exc: Exception) -> str:
+    """What to tell a user whose ``MCGS_*`` variable pydantic-settings could not read (a list
+    setting given as plain text instead of JSON), naming the variable and an example of its
+    JSON form (the setting's own default when it has one)."""
+    import json
+    import re
+
+    field = re.search(r'field "([^"]+)"', str(exc))
+    name = f"MCGS_{field.group(1).upper()}" if field else "an MCGS_* variable"
+    default = setting_default(field.group(1)) if field and field.group(1) in SearchSettings.model_fields else None
+    example = json.dumps(list(default)) if isinstance(default, (list, tuple)) else '["a", "b"]'  # its own default, as JSON
+    return f"{name} cannot be read ({exc}): a list setting takes JSON in the environment, e.g. {name}='{example}'"
 
 
 def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
