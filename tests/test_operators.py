@@ -17,7 +17,7 @@ from mcgs.operators import aggregate, debug, draft, evolve, fusion, improve
 from mcgs.profile import profile_task
 from mcgs.settings import SearchSettings
 from recipe_runs import make_task
-from test_policy import graph, stagnant_branch
+from policy_graphs import graph, stagnant_branch
 
 M = SearchSettings(policy="mcgs")
 V, B, R = NodeState.VALID, NodeState.BUGGY, NodeState.RUNNING

@@ -12,23 +12,11 @@ from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
 from mcgs.branches import debug_depth, improve_tier, is_branch_stagnant, is_globally_stagnant
 from mcgs.policy import compute_reward, exploration_constant, select_expansion, tree_stats, uct_value
 from mcgs.settings import SearchSettings
+from policy_graphs import graph, stagnant_branch
 
 S = SearchSettings(policy="tree")  # pure UCT; the graph operators are tested below with policy="mcgs"
 M = SearchSettings(policy="mcgs")
 V, B, R = NodeState.VALID, NodeState.BUGGY, NodeState.RUNNING
-
-
-def graph(spec, extra_edges=()):
-    """spec: list of (id, parent, operator, state, score, reward); extra_edges: (src, dst, kind)."""
-    nodes = [FrozenNode(id=0, seq=0, parent_id=None, operator=Operator.ROOT, state=NodeState.ROOT)]
-    edges = []
-    ops = {}
-    for i, (nid, parent, op, state, score, reward) in enumerate(spec, start=1):
-        nodes.append(FrozenNode(id=nid, seq=i, parent_id=parent, operator=op, state=state, score=score, reward=reward))
-        edges.append(FrozenEdge(src=parent, dst=nid, kind=EdgeKind.DERIVES, operator=op))
-        ops[nid] = op
-    edges += [FrozenEdge(src=a, dst=b, kind=k, operator=ops[b]) for a, b, k in extra_edges]
-    return build_graph(nodes, edges)
 
 
 D, DBG, IMP = Operator.DRAFT, Operator.DEBUG, Operator.IMPROVE
@@ -192,24 +180,6 @@ def test_improve_tier_escalates_with_branch_patience():
 # ----------------------------------------------------------------- the graph (policy="mcgs")
 
 EVO, FUS, AGG = Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE
-
-
-def stagnant_branch():
-    """Branch 1 (best 0.80 at its draft) followed by three improve steps that did not beat it;
-    branch 2 a good draft (0.78); branch 3 a failed draft; drafts complete."""
-    return [
-        (1, 0, D, V, 0.80, 2.0),
-        (2, 0, D, V, 0.78, 0.8),
-        (3, 0, D, B, None, -1.0),
-        (4, 0, D, V, 0.60, 0.0),
-        (5, 0, D, B, None, -1.0),
-        (11, 1, IMP, V, 0.79, 0.9),
-        (12, 1, IMP, V, 0.795, 0.95),
-        (13, 11, IMP, V, 0.81, 2.0),  # a new best: branch 1's best is now node 13
-        (14, 13, IMP, V, 0.80, 0.9),
-        (15, 13, IMP, V, 0.805, 0.95),
-        (16, 14, IMP, V, 0.79, 0.8),
-    ]
 
 
 def test_branch_and_global_stagnation_by_hand():
