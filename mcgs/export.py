@@ -530,10 +530,9 @@ def export_node(run, out_dir: str | Path, node_seq: int | None = None) -> Export
     """
     from mcgs.node import Operator
 
-    if hasattr(run, "snapshot"):  # a live search: what its storage holds now, under its settings now
-        run = dataclasses.replace(run.snapshot(details=True), settings=run.settings)
-    if not run.details:
-        raise ExportError("export needs the nodes' programs: load the run with load_run(..., details=True)")
+    from mcgs.snapshot import detailed_snapshot
+
+    run = detailed_snapshot(run, ExportError)
     # absolute: the exported programs are run with the export folder as working directory
     out_dir = Path(out_dir).absolute()
     _check_destination(run, out_dir)

@@ -185,16 +185,6 @@ def _progress_figure(snap):
     return fig
 
 
-def _snapshot(run):
-    """``run`` as a snapshot with every node's program and logs: a :class:`RunSnapshot` read
-    with ``details``, or a live :class:`~mcgs.search.Search`'s (read from its storage now)."""
-    if hasattr(run, "snapshot"):
-        return run.snapshot(details=True)
-    if not run.details:
-        raise ValueError("the report needs the nodes' programs and logs: load the run with load_run(..., details=True)")
-    return run
-
-
 def render_report(run) -> str:
     """The report of a run as one HTML document (str), plotly.js inlined.
 
@@ -208,7 +198,9 @@ def render_report(run) -> str:
     import plotly.io as pio
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    snap = _snapshot(run)
+    from mcgs.snapshot import detailed_snapshot
+
+    snap = detailed_snapshot(run)
     nodes = list(snap.nodes)
     edges = list(snap.edges)
     graph_html = pio.to_html(_graph_figure(snap, nodes, edges), include_plotlyjs=True, full_html=False, div_id="graph",

@@ -232,10 +232,7 @@ class Search:
         """The limits every run of this run's node code gets (search, ensembles, export's
         measurements): ``timeout_s`` (at least 1 s), the memory limit, the disk cap, the
         candidate's share of the CPU threads (or ``threads``) and the run's isolation."""
-        sandbox = self.settings.sandbox
-        threads = threads or max(1, sandbox.cpu_threads // self.settings.workers)
-        return SandboxLimits(timeout_s=max(1.0, timeout_s), memory_mb=sandbox.memory_mb, cpu_threads=threads,
-                             isolation=self.isolation, disk_mb=self.disk.cap_mb())
+        return SandboxLimits.for_run(self.settings, timeout_s, isolation=self.isolation, disk_mb=self.disk.cap_mb(), threads=threads)
 
     # ------------------------------------------------------------------ views
 

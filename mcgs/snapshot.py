@@ -26,7 +26,7 @@ from mcgs.settings import SearchSettings
 from mcgs.storage import LLMCall, RunRecord, Storage
 from mcgs.task import TaskSpec
 
-__all__ = ["RunSnapshot", "load_run", "read_snapshot", "nodes_dataframe", "engine_gone", "live_elapsed"]
+__all__ = ["RunSnapshot", "load_run", "detailed_snapshot", "read_snapshot", "nodes_dataframe", "engine_gone", "live_elapsed"]
 
 
 def engine_gone(run_dir, run) -> bool:
@@ -136,14 +136,12 @@ class RunSnapshot:
         from mcgs.run_folder import RunError
         from mcgs.sandbox import SandboxLimits, resolve_isolation
 
-        sandbox = self.settings.sandbox
         try:
-            isolation = resolve_isolation(sandbox.isolation)
+            isolation = resolve_isolation(self.settings.sandbox.isolation)
         except ValueError as exc:
             raise RunError(str(exc)) from exc
-        threads = threads or max(1, sandbox.cpu_threads // self.settings.workers)
-        return SandboxLimits(timeout_s=max(1.0, timeout_s), memory_mb=sandbox.memory_mb, cpu_threads=threads,
-                             isolation=isolation, disk_mb=workspace_cap_mb(self.run_dir, self.settings))
+        return SandboxLimits.for_run(self.settings, timeout_s, isolation=isolation, disk_mb=workspace_cap_mb(self.run_dir, self.settings),
+                                     threads=threads)
 
     @property
     def best_node(self) -> FrozenNode | None:
@@ -198,6 +196,21 @@ def read_snapshot(storage: Storage, run_dir: str | Path, name: str, details: boo
         details=details,
         storage_url=safe_url(storage.url),
     )
+
+
+def detailed_snapshot(run, error: type[Exception] = ValueError) -> RunSnapshot:
+    """``run`` as a snapshot whose nodes carry their programs and logs: a :class:`RunSnapshot`
+    read with ``details``, or a live :class:`~mcgs.search.Search`'s, read from its storage now
+    and under its settings now.
+
+    Raises:
+        error: a snapshot read without ``details`` (``load_run(..., details=True)`` is needed).
+    """
+    if hasattr(run, "snapshot"):
+        return dataclasses.replace(run.snapshot(details=True), settings=run.settings)
+    if not run.details:
+        raise error("this needs the nodes' programs and logs: load the run with load_run(..., details=True)")
+    return run
 
 
 def load_run(run_dir: str | Path, *, storage: str | None = None, name: str | None = None, details: bool = False) -> RunSnapshot:
