@@ -20,6 +20,7 @@ import pandas as pd
 from mcgs.candidate_files import DEFAULT_MAX_OUTPUT_MB, CandidateFileError, read_candidate_file
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
 from mcgs.metrics import get_metric
+from mcgs.submission_check import SubmissionRules, submission_problems
 from mcgs.task import TaskSpec, read_table
 
 __all__ = [
@@ -128,60 +129,25 @@ def validate_submission(spec: TaskSpec, sample: pd.DataFrame, workspace: Path, r
         sub = pd.read_csv(data, dtype=str, keep_default_na=False)
     except Exception as exc:
         raise OutputError(f"{SUBMISSION_PATH} is not a readable CSV: {exc}") from exc
-    exp_cols = list(sample.columns)
-    if list(sub.columns) != exp_cols:
-        missing = [c for c in exp_cols if c not in sub.columns]
-        extra = [c for c in sub.columns if c not in exp_cols]
-        detail = []
-        if missing:
-            detail.append(f"missing columns {missing}")
-        if extra:
-            detail.append(f"extra columns {extra}")
-        if not detail:
-            detail.append(f"columns in order {list(sub.columns)}, expected {exp_cols}")
-        raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(detail))
-    if len(sub) != len(sample):
-        raise OutputError(f"{SUBMISSION_PATH}: {len(sub)} rows, expected {len(sample)} (as in sample_submission.csv)")
-    checked = sub[[c for c in sub.columns if c not in spec.echo_columns]]
-    empty = checked.columns[(checked == "").any() | checked.isin(["nan", "NaN", "None", "NA", "null"]).any()]
-    if len(empty):
-        col = empty[0]
-        bad = sub.loc[(sub[col] == "") | sub[col].isin(["nan", "NaN", "None", "NA", "null"])]
-        key = bad[spec.id_column].tolist() if spec.id_column else bad.index.tolist()
-        raise OutputError(f"{SUBMISSION_PATH}: missing values in column {col!r} for {'ids' if spec.id_column else 'rows'} {_few(key)}")
-    if spec.id_column:
-        ids = sub[spec.id_column]
-        dup = ids[ids.duplicated()].unique().tolist()
-        if dup:
-            raise OutputError(f"{SUBMISSION_PATH}: duplicate ids in {spec.id_column!r}: {_few(dup)}")
-        expected = set(sample[spec.id_column])
-        got = set(ids)
-        if got != expected:
-            missing = sorted(expected - got)
-            extra = sorted(got - expected)
-            parts = []
-            if missing:
-                parts.append(f"missing ids {_few(missing)}")
-            if extra:
-                parts.append(f"unexpected ids {_few(extra)}")
-            raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(parts))
-    pred_cols = [c for c in exp_cols if c != spec.id_column and c not in spec.echo_columns]
-    for col in pred_cols:
-        vals = sub[col]
-        if spec.submission_format == "label":
-            allowed = _label_strings(spec.class_labels or [])
-            bad = sorted(set(vals) - allowed)
-            if bad:
-                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} holds values {_few(bad)} that are not class labels {sorted(allowed)}")
-        else:
-            num = pd.to_numeric(vals, errors="coerce")
-            if num.isna().any():
-                bad = vals[num.isna()].unique().tolist()
-                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has non-numeric values {_few(bad)}")
-            if not np.isfinite(num).all():
-                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has infinite values")
-            if spec.submission_format == "probability" and ((num < 0) | (num > 1)).any():
-                raise OutputError(f"{SUBMISSION_PATH}: column {col!r} has probabilities outside [0, 1]")
+    problems = submission_problems(sub, sample, submission_rules(spec, sample))
+    if problems:
+        raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(problems))
+
+
+def submission_rules(spec: TaskSpec, sample: pd.DataFrame) -> SubmissionRules:
+    """The task's submission rules: the sample's columns in its order, ids matched by id
+    (by row order without an id column), and cells as the task's submission format needs."""
+    echo = tuple(c for c in sample.columns if c in spec.echo_columns)
+    values = {"label": "label", "probability": "probability"}.get(spec.submission_format, "number")
+    return SubmissionRules(
+        key=spec.id_column,
+        predictions=tuple(c for c in sample.columns if c != spec.id_column and c not in echo),
+        optional=echo,
+        ordered_columns=True,
+        values=values,
+        class_labels=frozenset(_label_strings(spec.class_labels or [])),
+        reference="sample_submission.csv",
+    )
 
 
 def read_predictions(spec: TaskSpec, workspace: Path, rel: str, expected_rows: np.ndarray, *,

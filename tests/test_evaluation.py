@@ -46,14 +46,14 @@ def test_valid_and_shuffled_submissions_pass(task, sample, tmp_path):
 def test_duplicate_id_is_named(task, sample, tmp_path):
     sub = good_submission(task)
     sub.loc[1, "pid"] = sub.loc[0, "pid"]
-    with pytest.raises(OutputError, match=r"duplicate ids in 'pid': '0000_02'"):
+    with pytest.raises(OutputError, match=r"duplicate pid\(s\) \['0000_02'\]; missing 1 pid\(s\) \['0001_02'\]"):
         check(task, sample, tmp_path, sub)
 
 
 def test_missing_id_is_named(task, sample, tmp_path):
     sub = good_submission(task)
     sub.loc[3, "pid"] = "9999_99"
-    with pytest.raises(OutputError, match=r"missing ids '0003_02'.*unexpected ids '9999_99'"):
+    with pytest.raises(OutputError, match=r"missing 1 pid\(s\) \['0003_02'\]; 1 pid\(s\) not in the test set \['9999_99'\]"):
         check(task, sample, tmp_path, sub)
 
 
@@ -65,21 +65,21 @@ def test_wrong_row_count(task, sample, tmp_path):
 def test_extra_column_is_named(task, sample, tmp_path):
     sub = good_submission(task)
     sub["proba"] = 0.3
-    with pytest.raises(OutputError, match=r"extra columns \['proba'\]"):
+    with pytest.raises(OutputError, match=r"unexpected column\(s\) \['proba'\]"):
         check(task, sample, tmp_path, sub)
 
 
 def test_nan_is_named_with_its_id(task, sample, tmp_path):
     sub = good_submission(task)
     sub.loc[5, "label"] = np.nan
-    with pytest.raises(OutputError, match=r"missing values in column 'label' for ids '0005_02'"):
+    with pytest.raises(OutputError, match=r"missing prediction \(NaN\) in 'label' for 1 pid\(s\) \['0005_02'\]"):
         check(task, sample, tmp_path, sub)
 
 
 def test_label_outside_classes(task, sample, tmp_path):
     sub = good_submission(task)
     sub.loc[2, "label"] = "maybe"
-    with pytest.raises(OutputError, match=r"'maybe' that are not class labels"):
+    with pytest.raises(OutputError, match=r"\['maybe'\] that are not class labels"):
         check(task, sample, tmp_path, sub)
 
 
@@ -90,6 +90,54 @@ def test_probability_out_of_range(tmp_path):
     sub = pd.DataFrame({"pid": test["pid"], "label": np.linspace(0, 1.2, len(test))})
     with pytest.raises(OutputError, match=r"probabilities outside \[0, 1\]"):
         check(spec, sample, tmp_path, sub)
+
+
+def _mutations():
+    def duplicate(sub):
+        sub.loc[1, "pid"] = sub.loc[0, "pid"]
+        return sub
+
+    def unknown(sub):
+        sub.loc[3, "pid"] = "9999_99"
+        return sub
+
+    def empty(sub):
+        sub.loc[[2, 7], "label"] = np.nan
+        return sub
+
+    def extra(sub):
+        return sub.assign(proba=0.3)
+
+    def short(sub):
+        return sub.iloc[:-2]
+
+    def everything(sub):
+        return extra(empty(unknown(duplicate(sub)))).iloc[:-1]
+
+    return [duplicate, unknown, empty, extra, short, everything]
+
+
+@pytest.mark.parametrize("mutate", _mutations(), ids=lambda f: f.__name__)
+def test_engine_and_grader_name_the_same_problems(task, sample, tmp_path, mutate):
+    """One validator: the engine's check of a candidate and `mcgs mlebench grade`'s check of
+    the same file report the same problems, all of them, in the same words."""
+    from mcgs.mlebench.grade import InvalidSubmissionError, align_submission
+    from mcgs.mlebench.prepare import read_csv
+
+    answers = good_submission(task)
+    path = tmp_path / "submission.csv"
+    mutate(good_submission(task)).to_csv(path, index=False)
+    with pytest.raises(OutputError) as engine:
+        validate_submission(task, sample, tmp_path, "submission.csv")
+    with pytest.raises(InvalidSubmissionError) as grader:
+        align_submission(read_csv(path), answers, id_column="pid", target_columns=["label"])
+    engine_problems = str(engine.value).removeprefix("submission/submission.csv: ").split("; ")
+    grader_problems = str(grader.value).split("; ")
+    assert [p.replace("(as in sample_submission.csv)", "") for p in engine_problems] == [
+        p.replace("(as in the answers)", "") for p in grader_problems
+    ]
+    if mutate.__name__ == "everything":
+        assert len(engine_problems) == 6  # every problem at once, not the first one found
 
 
 def test_missing_file(task, sample, tmp_path):

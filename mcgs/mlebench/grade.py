@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from ..metrics import UnknownMetricError, get_metric
+from ..submission_check import SubmissionRules, preview, submission_problems
 from .prepare import CONFIG_FILE, LEADERBOARD_FILE, read_csv
 from .registry import CompetitionSpec, MLEBenchError, get_competition
 
@@ -72,9 +73,6 @@ MLEBENCH_REPORT_FIELDS: tuple[str, ...] = (
     "created_at",
     "submission_path",
 )
-
-_PREVIEW = 5  # ids or columns quoted in an error message before "(+N more)"
-
 
 class InvalidSubmissionError(ValueError):
     """A submission that cannot be graded (MLE-bench ``grade_helpers.InvalidSubmissionError``).
@@ -243,40 +241,6 @@ def medals_for_score(
 # --- grading functions (signature: fn(submission, answers, spec) -> float) -------------------
 
 
-def _preview(values: Sequence[Any]) -> str:
-    """``['a', 'b', 'c'] (+7 more)`` for error messages."""
-    values = list(values)
-    head = ", ".join(repr(v) for v in values[:_PREVIEW])
-    more = f" (+{len(values) - _PREVIEW} more)" if len(values) > _PREVIEW else ""
-    return f"[{head}]{more}"
-
-
-def _require_columns(submission: pd.DataFrame, n_rows: int, required: Sequence[str]) -> None:
-    """Raise InvalidSubmissionError for an empty submission or one missing required columns."""
-    if submission.empty:
-        raise InvalidSubmissionError(f"submission is empty; expected {n_rows} rows with columns {list(required)}")
-    missing_cols = [c for c in required if c not in submission.columns]
-    if missing_cols:
-        raise InvalidSubmissionError(
-            f"submission is missing column(s) {_preview(missing_cols)}; expected "
-            f"{_preview(required) if len(required) > _PREVIEW + 1 else list(required)}, "
-            f"got {_preview(submission.columns)}"
-        )
-
-
-def _nan_problems(submission: pd.DataFrame, target_columns: Sequence[str], key: str) -> list[str]:
-    """One message per prediction column holding NaN, naming the affected keys."""
-    out = []
-    for col in target_columns:
-        nan_rows = submission[col].isna()
-        if nan_rows.any():
-            out.append(
-                f"missing prediction (NaN) in {col!r} for {int(nan_rows.sum())} {key}(s) "
-                f"{_preview(submission.loc[nan_rows, key].tolist())}"
-            )
-    return out
-
-
 def align_submission(
     submission: pd.DataFrame,
     answers: pd.DataFrame,
@@ -284,14 +248,22 @@ def align_submission(
     id_column: str,
     target_columns: Sequence[str],
     optional_columns: Sequence[str] = (),
+    values: Literal["any", "number", "probability"] = "any",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Check a submission against the answers and align its rows to them by id.
 
-    Follows MLE-bench ``mlebench/competitions/utils.py`` ``prepare_for_accuracy_metric``
-    (required columns, same length, same ids once sorted), and is stricter in two ways: a
-    column other than the id and target(s) is rejected, and a missing prediction (NaN) is
-    reported as such (MLE-bench's grader fails on it with a scikit-learn error, which also
-    makes the submission invalid). Every problem found is reported in one message.
+    The checks are :func:`mcgs.submission_check.submission_problems`, the engine's own, so a
+    submission the engine accepted is graded. They follow MLE-bench ``mlebench/competitions/
+    utils.py`` (``prepare_for_accuracy_metric``, ``prepare_for_auroc_metric``: required
+    columns, same length, same ids once sorted) and are stricter in two ways: a column other
+    than the id and target(s) is rejected, and a missing prediction (NaN) is reported as such
+    (MLE-bench's grader fails on it with a scikit-learn error, which also makes the submission
+    invalid). Every problem found is reported in one message.
+
+    When ``id_column`` repeats in the answers (detecting-insults keys rows by comment text),
+    ids are compared as multisets and, as MLE-bench's ``prepare_for_auroc_metric`` does, both
+    frames are sorted by the id (stably, so repeated ids keep their order) and paired row by
+    row.
 
     Args:
         submission: The submission as read from CSV.
@@ -299,54 +271,35 @@ def align_submission(
         id_column: Column matching submission rows to answer rows.
         target_columns: Prediction column(s) the submission must have.
         optional_columns: Column(s) the submission may also have (ignored when grading).
+        values: What the prediction cells must hold (see :class:`SubmissionRules`).
 
     Returns:
         ``(y_true, y_pred)``: the answers' and the submission's target columns, row ``i`` of
-        both belonging to the same id, in the answers' order.
+        both belonging to the same id; numeric when ``values`` asks for numbers.
 
     Raises:
         InvalidSubmissionError: naming the missing or unexpected columns, the missing,
-            duplicate or unknown ids, or the ids with a NaN prediction.
+            duplicate or unknown ids, the ids with a NaN prediction, or non-numeric values.
     """
-    required = [id_column, *target_columns]
-    for col in required:
+    for col in [id_column, *target_columns]:
         if col not in answers.columns:  # a broken answers file is our bug, not the agent's
             raise MLEBenchError(f"answers file has no {col!r} column; re-run prepare_competition")
-
-    _require_columns(submission, len(answers), required)
-
-    problems: list[str] = []
-    extra_cols = [c for c in submission.columns if c not in required and c not in optional_columns]
-    if extra_cols:
-        also = f" (optionally also {list(optional_columns)})" if optional_columns else ""
-        problems.append(
-            f"unexpected column(s) {_preview(extra_cols)}; expected exactly {required}{also}"
-        )
-    if len(submission) != len(answers):
-        problems.append(f"submission has {len(submission)} rows, the answers have {len(answers)}")
-
-    ids = submission[id_column]
-    if ids.isna().any():
-        problems.append(f"{int(ids.isna().sum())} row(s) have an empty {id_column}")
-    dup = ids[ids.duplicated(keep=False) & ids.notna()].unique()
-    if len(dup):
-        problems.append(f"duplicate {id_column}(s) {_preview(dup)}")
-    answer_ids = answers[id_column]
-    missing_ids = answer_ids[~answer_ids.isin(ids)].tolist()
-    if missing_ids:
-        problems.append(f"missing {len(missing_ids)} {id_column}(s) {_preview(missing_ids)}")
-    unknown_ids = ids[ids.notna() & ~ids.isin(answer_ids)].unique().tolist()
-    if unknown_ids:
-        problems.append(
-            f"{len(unknown_ids)} {id_column}(s) not in the test set {_preview(unknown_ids)}"
-        )
-    problems += _nan_problems(submission, target_columns, id_column)
+    repeated = bool(answers[id_column].duplicated().any())
+    rules = SubmissionRules(key=id_column, predictions=tuple(target_columns), optional=tuple(optional_columns),
+                            repeated_keys=repeated, values=values)
+    problems = submission_problems(submission, answers, rules)
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
-
-    order = answer_ids.to_numpy()
-    y_pred = submission.set_index(id_column).loc[order, list(target_columns)].reset_index(drop=True)
-    y_true = answers[list(target_columns)].reset_index(drop=True)
+    targets = list(target_columns)
+    if repeated:
+        y_pred = submission.sort_values(id_column, kind="stable")[targets].reset_index(drop=True)
+        y_true = answers.sort_values(id_column, kind="stable")[targets].reset_index(drop=True)
+    else:
+        order = answers[id_column].to_numpy()
+        y_pred = submission.set_index(id_column).loc[order, targets].reset_index(drop=True)
+        y_true = answers[targets].reset_index(drop=True)
+    if values != "any":
+        y_pred = y_pred.apply(pd.to_numeric)
     return y_true, y_pred
 
 
@@ -376,79 +329,6 @@ def grade_accuracy(
     return get_metric("accuracy").score(y_true[target].to_numpy(), y_pred[target].to_numpy())
 
 
-def _check_numeric(
-    submission: pd.DataFrame, columns: Sequence[str], key: str, problems: list[str]
-) -> pd.DataFrame:
-    """Prediction columns as floats; a non-numeric value is reported with its row's key."""
-    numeric = {}
-    for col in columns:
-        values = pd.to_numeric(submission[col], errors="coerce")
-        bad = values.isna() & submission[col].notna()
-        if bad.any():
-            problems.append(
-                f"non-numeric value(s) in {col!r} for {key}(s) "
-                f"{_preview(submission.loc[bad, key].tolist())}"
-            )
-        numeric[col] = values
-    return pd.DataFrame(numeric, index=submission.index)
-
-
-def _check_probabilities(
-    values: pd.DataFrame, keys: pd.Series, key: str, problems: list[str]
-) -> None:
-    """MLE-bench's probability checks: every value in [0, 1] (``prepare_for_auroc_metric``)."""
-    for col in values.columns:
-        outside = (values[col] < 0) | (values[col] > 1)
-        if outside.any():
-            problems.append(
-                f"{col!r} must hold probabilities in [0, 1]; {int(outside.sum())} value(s) "
-                f"outside for {key}(s) {_preview(keys[outside].tolist())}"
-            )
-
-
-def _align_on_repeated_key(
-    submission: pd.DataFrame,
-    answers: pd.DataFrame,
-    *,
-    key: str,
-    target_columns: Sequence[str],
-    optional_columns: Sequence[str] = (),
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Like :func:`align_submission`, for a key that repeats in the answers.
-
-    detecting-insults matches rows by ``Comment`` and 20 comments occur twice in the answers
-    (each time with the same label). As MLE-bench does (``prepare_for_auroc_metric``), both
-    frames are sorted by the key and must then hold the same keys row for row; the sort is
-    stable, so repeated keys keep their order.
-    """
-    from collections import Counter
-
-    required = [key, *target_columns]
-    _require_columns(submission, len(answers), required)
-    problems: list[str] = []
-    extra_cols = [c for c in submission.columns if c not in required and c not in optional_columns]
-    if extra_cols:
-        problems.append(
-            f"unexpected column(s) {extra_cols}; expected {required} "
-            f"(optionally also {list(optional_columns)})"
-        )
-    if len(submission) != len(answers):
-        problems.append(f"submission has {len(submission)} rows, the answers have {len(answers)}")
-    got, want = Counter(submission[key].tolist()), Counter(answers[key].tolist())
-    missing = list((want - got).elements())
-    unknown = list((got - want).elements())
-    if missing:
-        problems.append(f"missing {len(missing)} {key}(s) {_preview(missing)}")
-    if unknown:
-        problems.append(f"{len(unknown)} {key}(s) not in the test set {_preview(unknown)}")
-    problems += _nan_problems(submission, target_columns, key)
-    if problems:
-        raise InvalidSubmissionError("; ".join(problems))
-    sub = submission.sort_values(key, kind="stable").reset_index(drop=True)
-    ans = answers.sort_values(key, kind="stable").reset_index(drop=True)
-    return ans[list(target_columns)], sub[list(target_columns)]
-
-
 def grade_auc_roc(submission: pd.DataFrame, answers: pd.DataFrame, spec: CompetitionSpec) -> float:
     """ROC AUC of a binary-probability submission.
 
@@ -475,24 +355,9 @@ def grade_auc_roc(submission: pd.DataFrame, answers: pd.DataFrame, spec: Competi
     (target,) = spec.targets
     key = spec.key_column
     optional = [c for c in answers.columns if c not in (key, target)]
-    if answers[key].duplicated().any():
-        y_true, y_pred = _align_on_repeated_key(
-            submission, answers, key=key, target_columns=[target], optional_columns=optional
-        )
-        keys = answers[key].sort_values(kind="stable").reset_index(drop=True)
-    else:
-        y_true, y_pred = align_submission(
-            submission, answers, id_column=key, target_columns=[target], optional_columns=optional
-        )
-        keys = answers[key].reset_index(drop=True)
-    problems: list[str] = []
-    frame = y_pred.assign(**{key: keys})
-    values = _check_numeric(frame, [target], key, problems)
-    if not problems:
-        _check_probabilities(values, keys, key, problems)
-    if problems:
-        raise InvalidSubmissionError("; ".join(problems))
-    return get_metric("roc_auc").score(y_true[target].to_numpy(), values[target].to_numpy())
+    y_true, y_pred = align_submission(submission, answers, id_column=key, target_columns=[target],
+                                      optional_columns=optional, values="probability")
+    return get_metric("roc_auc").score(y_true[target].to_numpy(), y_pred[target].to_numpy())
 
 
 def grade_mean_column_rmsle(
@@ -525,19 +390,17 @@ def grade_mean_column_rmsle(
     from sklearn.metrics import root_mean_squared_log_error
 
     targets = list(spec.targets)
-    y_true, y_pred = align_submission(
-        submission, answers, id_column=spec.key_column, target_columns=targets
+    y_true, values = align_submission(
+        submission, answers, id_column=spec.key_column, target_columns=targets, values="number"
     )
     ids = answers[spec.key_column].reset_index(drop=True)
     problems: list[str] = []
-    frame = y_pred.assign(**{spec.key_column: ids})
-    values = _check_numeric(frame, targets, spec.key_column, problems)
     for col in targets:
         too_low = values[col] <= -1
         if too_low.any():
             problems.append(
                 f"{col!r} has {int(too_low.sum())} prediction(s) <= -1, where RMSLE is "
-                f"undefined, for {spec.key_column}(s) {_preview(ids[too_low].tolist())}"
+                f"undefined, for {spec.key_column}(s) {preview(ids[too_low].tolist())}"
             )
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
@@ -577,24 +440,23 @@ def grade_one_hot_log_loss(
 
     classes = list(spec.classes)
     key = spec.key_column
-    y_true, y_pred = align_submission(submission, answers, id_column=key, target_columns=classes)
+    y_true, values = align_submission(
+        submission, answers, id_column=key, target_columns=classes, values="number"
+    )
     ids = answers[key].reset_index(drop=True)
     problems: list[str] = []
-    values = _check_numeric(y_pred.assign(**{key: ids}), classes, key, problems)
-    if problems:
-        raise InvalidSubmissionError("; ".join(problems))
     off = ~np.isclose(values.sum(axis=1), 1, atol=1e-6)
     if off.any():
         problems.append(
             f"each row's {len(classes)} class probabilities must sum to 1 (within 1e-6); "
-            f"{int(off.sum())} row(s) do not, {key}(s) {_preview(ids[off].tolist())}"
+            f"{int(off.sum())} row(s) do not, {key}(s) {preview(ids[off].tolist())}"
         )
     outside = ((values < 0) | (values > 1)).any(axis=1)
     if outside.any():
         bad_cols = [c for c in classes if ((values[c] < 0) | (values[c] > 1)).any()]
         problems.append(
             f"probabilities must be in [0, 1]; {int(outside.sum())} row(s) are not, "
-            f"{key}(s) {_preview(ids[outside].tolist())}, column(s) {_preview(bad_cols)}"
+            f"{key}(s) {preview(ids[outside].tolist())}, column(s) {preview(bad_cols)}"
         )
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
