@@ -10,7 +10,9 @@ Each of ``draft``, ``debug``, ``improve``, ``evolve``, ``fusion`` and ``aggregat
 * ``edges(expansion)`` when it stores more than the ``derives`` edge from its primary parent
   (Fusion and Aggregate: ``fuses``; the others' context nodes become ``references``);
 * ``PROMPT``: its LLM prompt template in ``operators/prompts/``;
-* ``recipe_step(coder, request, rng) -> (config, plan)``: what the offline recipe coder does.
+* ``recipe_step(coder, request, rng) -> (config, plan)``: what the offline recipe coder does;
+  ``recipe_foreign(request) -> str | None`` when that step builds on its inputs' recipe
+  configs: why it cannot (an input is a program the recipe coder did not write), or None.
 
 :mod:`~mcgs.operators.code_review` reviews every program statically before it runs, and
 :mod:`~mcgs.operators.ensemble` builds Ensemble nodes with no coder. To add an operator, add a
@@ -31,7 +33,7 @@ from mcgs.node import EdgeKind, Operator
 from mcgs.operators import aggregate, debug, draft, evolve, fusion, improve
 from mcgs.operators.context import OperatorContext
 
-__all__ = ["OperatorContext", "MODULES", "OPERATORS", "AT_NODE", "PROMPTS", "RECIPE_STEPS", "build_request", "edges"]
+__all__ = ["OperatorContext", "MODULES", "OPERATORS", "AT_NODE", "PROMPTS", "RECIPE_STEPS", "RECIPE_FOREIGN", "build_request", "edges"]
 
 #: The module of each operator a coder writes a program for.
 MODULES: dict[Operator, ModuleType] = {m.OPERATOR: m for m in (draft, debug, improve, evolve, fusion, aggregate)}
@@ -44,6 +46,10 @@ AT_NODE: tuple[ModuleType, ...] = (draft, debug, fusion, evolve, improve)
 OPERATORS: dict[Operator, Callable[[OperatorContext, Expansion], CoderRequest]] = {op: m.build_request for op, m in MODULES.items()}
 PROMPTS: dict[Operator, str] = {op: m.PROMPT for op, m in MODULES.items()}
 RECIPE_STEPS: dict[Operator, Callable[[Any, CoderRequest, random.Random], tuple[dict, str]]] = {op: m.recipe_step for op, m in MODULES.items()}
+#: Each operator's ``recipe_foreign`` (Draft has none: it builds on nothing).
+RECIPE_FOREIGN: dict[Operator, Callable[[CoderRequest], str | None]] = {
+    op: m.recipe_foreign for op, m in MODULES.items() if hasattr(m, "recipe_foreign")
+}
 
 
 def build_request(context: OperatorContext, expansion: Expansion) -> CoderRequest:

@@ -22,10 +22,10 @@ from mcgs.coders import CoderRequest
 from mcgs.graph import newest_first, root_of
 from mcgs.node import EdgeKind, Operator
 from mcgs.operators.context import OperatorContext
-from mcgs.operators.fusion import recipe_step
+from mcgs.operators.fusion import recipe_foreign, recipe_step
 from mcgs.settings import SearchSettings
 
-__all__ = ["OPERATOR", "PROMPT", "MAX_INPUTS", "propose", "build_request", "edges", "recipe_step"]
+__all__ = ["OPERATOR", "PROMPT", "MAX_INPUTS", "propose", "build_request", "edges", "recipe_step", "recipe_foreign"]
 
 #: The operator this module implements.
 OPERATOR = Operator.AGGREGATE

@@ -23,7 +23,7 @@ import networkx as nx
 
 from mcgs.branches import Expansion, debug_depth, live_children
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import COST_PARAMS, FEATURE_ORDER, default_config, last_line
+from mcgs.coders.recipe_config import COST_PARAMS, FEATURE_ORDER, default_config, last_line, parent_not_recipe
 from mcgs.graph import node
 from mcgs.knowledge_base import get_entry
 from mcgs.node import NodeState, Operator
@@ -57,6 +57,10 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
     """Request a fix of ``exp.parent_id``; its lineage lets the coder fall back to the last
     valid program of the chain."""
     return ctx.request(exp, Operator.DEBUG)
+
+
+#: Why the recipe coder cannot build on the request (its parent holds no recipe config), or None.
+recipe_foreign = parent_not_recipe
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:

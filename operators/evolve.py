@@ -24,7 +24,7 @@ import networkx as nx
 
 from mcgs.branches import Expansion, branch_members, stagnant_branch_at
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import changes, mutate_params, toggle_feature
+from mcgs.coders.recipe_config import changes, mutate_params, toggle_feature, parent_not_recipe
 from mcgs.knowledge_base import get_entry
 from mcgs.node import Operator
 from mcgs.operators.context import OperatorContext
@@ -54,6 +54,10 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
     """Request an evolution of the branch best ``exp.parent_id``; ``exp.references`` are the
     branch's other finished nodes, in creation order."""
     return ctx.request(exp, Operator.EVOLVE)
+
+
+#: Why the recipe coder cannot build on the request (its parent holds no recipe config), or None.
+recipe_foreign = parent_not_recipe
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:

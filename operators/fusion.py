@@ -27,7 +27,7 @@ import networkx as nx
 
 from mcgs.branches import Expansion, good_branches, stagnant_branch_at
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import mutate_params, toggle_feature
+from mcgs.coders.recipe_config import mutate_params, toggle_feature, no_recipe_input
 from mcgs.direction import best_first
 from mcgs.graph import branch_of
 from mcgs.knowledge_base import get_entry
@@ -65,6 +65,12 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
 def edges(exp: Expansion) -> list[tuple[int, EdgeKind, dict]]:
     """A ``fuses`` edge from the primary parent and from each reference (each input once)."""
     return [(i, EdgeKind.FUSES, {}) for i in dict.fromkeys([exp.parent_id, *exp.references])]
+
+
+def recipe_foreign(req: CoderRequest) -> str | None:
+    """Why the recipe coder cannot merge the request's inputs (the parent, for Fusion, and the
+    references: none is valid with a recipe config), or None."""
+    return no_recipe_input(((req.parent,) if req.operator is Operator.FUSION else ()) + req.references)
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:

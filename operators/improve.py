@@ -24,7 +24,7 @@ import networkx as nx
 
 from mcgs.branches import IMPROVE_TIERS, Expansion, improve_tier, live_children
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import changes, default_config, mutate_params, toggle_feature
+from mcgs.coders.recipe_config import changes, default_config, mutate_params, toggle_feature, parent_not_recipe
 from mcgs.graph import node
 from mcgs.knowledge_base import get_entry
 from mcgs.node import NodeState, Operator
@@ -56,6 +56,10 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
     """Request an improvement of ``exp.parent_id`` at tier ``exp.tier``; siblings are passed
     so the coder does not repeat a change already tried."""
     return ctx.request(exp, Operator.IMPROVE)
+
+
+#: Why the recipe coder cannot build on the request (its parent holds no recipe config), or None.
+recipe_foreign = parent_not_recipe
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:

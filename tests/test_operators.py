@@ -149,3 +149,29 @@ def test_aggregate_proposes_itself_once_per_global_stagnation_and_fuses_the_bran
     config, plan = aggregate.recipe_step(coder, CoderRequest(operator=AGG, task=spec, profile=prof, references=(a, b), per_run_timeout_s=60.0, seed=6), random.Random(0))
     assert config["model"] == "model.lightgbm" and config["change"] == "aggregate:merge"
     assert plan.startswith("Aggregate of node 13")
+
+
+def test_each_operator_says_when_the_recipe_coder_cannot_build_on_its_inputs(task):
+    """An LLM program or a baseline script has no recipe config: Debug, Improve and Evolve
+    cannot change such a parent, Fusion and Aggregate need one valid input that has one; the
+    recipe coder then drafts afresh and says why in the plan."""
+    spec, prof = task
+    coder = RecipeCoder()
+    recipe = _node(3, D, score=0.8, config=coder.default_config("model.lightgbm", prof))
+    llm = _node(4, D, score=0.9, config={})
+    broken = _node(5, D, state=B, config=coder.default_config("model.lightgbm", prof))
+    assert set(operators.RECIPE_FOREIGN) == {DBG, IMP, EVO, FUS, AGG}  # Draft builds on nothing
+
+    def req(op, parent=None, references=()):
+        return CoderRequest(operator=op, task=spec, profile=prof, parent=parent, references=references, seed=1)
+
+    for op in (DBG, IMP, EVO):
+        assert operators.RECIPE_FOREIGN[op](req(op, parent=recipe)) is None
+        assert operators.RECIPE_FOREIGN[op](req(op, parent=llm)) == "node 4 was not written by the recipe coder"
+    assert operators.RECIPE_FOREIGN[DBG](req(DBG, parent=broken)) is None  # a failed recipe node is fixable
+    assert fusion.recipe_foreign(req(FUS, parent=llm, references=(recipe,))) is None
+    assert fusion.recipe_foreign(req(FUS, parent=llm, references=(broken,))) == "none of the inputs was written by the recipe coder"
+    assert aggregate.recipe_foreign(req(AGG, references=(llm, broken))) == "none of the inputs was written by the recipe coder"
+    answer = coder.write(req(IMP, parent=llm))
+    assert answer.plan.startswith("(node 4 was not written by the recipe coder; the recipe coder writes a fresh draft)")
+    assert answer.config["change"] == "draft"

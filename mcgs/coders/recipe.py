@@ -33,7 +33,7 @@ from mcgs.coders import CoderAnswer, CoderRequest, config_key
 from mcgs.coders.recipe_config import COST_PARAMS, FEATURE_ORDER, default_config, mutate_params, model_entries, render_program, toggle_feature
 from mcgs.knowledge_base import KnowledgeEntry, get_entry
 from mcgs.node import Operator
-from mcgs.operators import RECIPE_STEPS
+from mcgs.operators import RECIPE_FOREIGN, RECIPE_STEPS
 
 __all__ = ["RecipeCoder", "render_program", "FEATURE_ORDER", "COST_PARAMS"]
 
@@ -101,7 +101,7 @@ class RecipeCoder:
             ValueError: the request's operator has no recipe step (Ensemble, Code Review).
         """
         rng = random.Random(f"{self.seed}-{request.seed}-{request.operator.value}")
-        foreign = _foreign_parent(request)
+        foreign = RECIPE_FOREIGN[request.operator](request) if request.operator in RECIPE_FOREIGN else None
         if foreign:  # a baseline script or an LLM program: no recipe config to change
             request = dataclasses.replace(request, operator=Operator.DRAFT, parent=None, lineage=(), references=())
         step = RECIPE_STEPS.get(request.operator)
@@ -152,16 +152,3 @@ class RecipeCoder:
     def default_config(self, model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
         """The default config of a model entry (:func:`mcgs.coders.recipe_config.default_config`)."""
         return default_config(model_id, profile)
-
-
-def _foreign_parent(req: CoderRequest) -> str | None:
-    """Why the recipe coder cannot build on the request's inputs (they are programs it did not
-    write: a baseline script, an LLM's program), or None."""
-    readable = lambda n: n is not None and bool(n.config.get("model"))  # noqa: E731
-    if req.operator in (Operator.DEBUG, Operator.IMPROVE, Operator.EVOLVE) and not readable(req.parent):
-        return f"node {req.parent.seq if req.parent else '?'} was not written by the recipe coder"
-    if req.operator in (Operator.FUSION, Operator.AGGREGATE):
-        inputs = ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references
-        if not any(readable(n) and n.is_valid for n in inputs):
-            return "none of the inputs was written by the recipe coder"
-    return None

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from mcgs.contract import CONTRACT_VERSION
 from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
 from mcgs.node import FrozenNode
 from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
 
+if TYPE_CHECKING:
+    from mcgs.coders import CoderRequest
+
 __all__ = [
     "FEATURE_ORDER", "COST_PARAMS", "feature_entries", "model_entries", "family", "default_config",
     "render_program", "mutate_params", "toggle_feature", "changes", "last_line",
+    "written_by_recipe", "parent_not_recipe", "no_recipe_input",
 ]
 
 # Feature blocks in the order they run; each is controlled by a config flag.
@@ -180,3 +184,24 @@ def last_line(text: str) -> str:
     """The last non-empty line of an error text, at most 200 characters."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:200] if lines else "unknown error"
+
+
+def written_by_recipe(n: FrozenNode | None) -> bool:
+    """Whether ``n`` holds a recipe config the recipe coder can build on (a baseline script
+    or an LLM's program does not)."""
+    return n is not None and bool(n.config.get("model"))
+
+
+def parent_not_recipe(req: "CoderRequest") -> str | None:
+    """Why the recipe coder cannot change ``req.parent`` (Debug, Improve, Evolve), or None."""
+    if written_by_recipe(req.parent):
+        return None
+    return f"node {req.parent.seq if req.parent else '?'} was not written by the recipe coder"
+
+
+def no_recipe_input(inputs: Iterable[FrozenNode | None]) -> str | None:
+    """Why the recipe coder cannot merge ``inputs`` (Fusion, Aggregate): none is valid with a
+    recipe config; or None."""
+    if any(written_by_recipe(n) and n.is_valid for n in inputs):
+        return None
+    return "none of the inputs was written by the recipe coder"
