@@ -91,14 +91,14 @@ def _user_errors(out_option: str = "--out"):
     try:
         yield
     except ValidationError as exc:  # settings from options or MCGS_* environment variables
-        from mcgs.settings import settings_file
+        from mcgs.settings import setting_variables, settings_file
 
         try:
             path = settings_file()
         except ValueError:
             path = None
         loc = exc.errors()[0].get("loc") if exc.errors() else None
-        env = "MCGS_" + "__".join(str(p).upper() for p in loc[:2]) if loc else "MCGS_<NAME>"  # nested: MCGS_LLM__MAX_TOKENS
+        env = " or ".join(setting_variables(loc)) if loc else "MCGS_<NAME>"
         source = (f"a command-line option or the environment variable {env}" if loc else
                   "command-line options or MCGS_* environment variables")
         _fail(

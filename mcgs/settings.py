@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "unknown_environment", "describe_settings_error"]
+__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "setting_variables", "grouped_environment_names", "unknown_environment", "describe_settings_error"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -324,6 +324,7 @@ class SearchSettings(BaseSettings):
 
         path = settings_file()
         init_settings = _FlatSource(init_settings)
+        env_settings = _FlatSource(_GroupedEnvironment(env_settings), "environment: ")
         if path is None:
             return (init_settings, env_settings)
         try:
@@ -507,6 +508,67 @@ class _FlatSource:
         return flatten_groups(self.source(), self.where)
 
 
+class _GroupedEnvironment:
+    """The ``MCGS_*`` variables pydantic-settings reads (flat names, ``MCGS_LLM__*``) plus the
+    groups' names (``MCGS_SANDBOX__MEMORY_MB``, ``MCGS_ENSEMBLE__RESERVE_S``) as sections, which
+    :func:`flatten_groups` then turns into flat fields. A list or table value is JSON, as for a
+    flat variable."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __call__(self) -> dict[str, Any]:
+        import json
+        import os
+
+        data = dict(self.source())
+        upper = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("MCGS_")}
+        for group, names in grouped_environment_names().items():
+            section = {}
+            for key, var in names.items():
+                if var in upper:
+                    value = upper[var]
+                    if value.lstrip()[:1] in ("[", "{"):
+                        try:
+                            value = json.loads(value)
+                        except ValueError:
+                            pass  # pydantic names the variable's setting when it cannot read it
+                    flat = ({**GROUPS, "search": _search_names()}[group])[key]
+                    if f"MCGS_{flat.upper()}" in upper and upper[f"MCGS_{flat.upper()}"] != upper[var]:
+                        raise ValueError(f"MCGS_{flat.upper()} ({upper[f'MCGS_{flat.upper()}']!r}) and {var} ({upper[var]!r}) "
+                                         f"set the same setting {flat}; unset one")
+                    data.pop(flat, None)
+                    section[key] = value
+            if section:
+                data[group] = section
+        return data
+
+
+def grouped_environment_names() -> dict[str, dict[str, str]]:
+    """group -> {name inside the group: its ``MCGS_<GROUP>__<NAME>`` variable}; ``llm`` is
+    left out (pydantic-settings reads ``MCGS_LLM__*`` itself)."""
+    return {group: {key: f"MCGS_{group.upper()}__{key.upper()}" for key in names}
+            for group, names in {**GROUPS, "search": _search_names()}.items()}
+
+
+def setting_variables(loc: tuple | list) -> list[str]:
+    """The ``MCGS_*`` variables that set the setting at pydantic's error location ``loc``
+    (``("memory_mb",)``, ``("llm", "max_tokens")``): those set in the environment, else every
+    name it is read under (``MCGS_MEMORY_MB``, ``MCGS_SANDBOX__MEMORY_MB``)."""
+    import os
+
+    head = [str(p) for p in loc[:2]]
+    if head and head[0] == "llm":
+        names = ["MCGS_" + "__".join(p.upper() for p in head)]
+    else:
+        flat = head[0] if head else "<NAME>"
+        names = [f"MCGS_{flat.upper()}"] + [var for group, vars_ in grouped_environment_names().items()
+                                             for key, var in vars_.items()
+                                             if ({**GROUPS, "search": _search_names()}[group]).get(key) == flat]
+    present = [n for n in names if n in {k.upper() for k in os.environ}]
+    return present or names
+
+
 def _search_names() -> dict[str, str]:
     """The ``search`` group: every field of no other group, by its own name (``llm`` aside)."""
     grouped = {flat for names in GROUPS.values() for flat in names.values()}
@@ -583,7 +645,8 @@ def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     top = {name.upper() for name in SearchSettings.model_fields}
     nested = {f"LLM__{name.upper()}" for name in LLMSettings.model_fields}
-    names = sorted(top | nested)
+    grouped = {var[5:] for names in grouped_environment_names().values() for var in names.values()}
+    names = sorted(top | nested | grouped)
     known = set(names) | NOT_SETTINGS
     out = []
     for var in sorted(environ):

@@ -193,3 +193,33 @@ def test_settings_are_grouped_by_concern_and_a_section_is_taken_as_its_flat_name
     (tmp_path / "mcgs.toml").write_text("[sandbox]\nmemroy_mb = 2048\n")
     res = CliRunner().invoke(app, ["run", str(tmp_path / "none"), "--out", str(tmp_path / "r")])
     assert res.exit_code == 2 and "sandbox.memroy_mb: unknown setting of the sandbox group" in res.output and "memory_mb" in res.output
+
+
+def test_groups_names_are_accepted_as_environment_variables(tmp_path, monkeypatch):
+    """MCGS_SANDBOX__MEMORY_MB and the other groups' names set the same flat settings as
+    MCGS_MEMORY_MB; a flat and a grouped variable that disagree are named, and an error in
+    a grouped variable names that variable."""
+    from mcgs.settings import setting_variables, unknown_environment
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCGS_SANDBOX__MEMORY_MB", "4096")
+    monkeypatch.setenv("MCGS_ENSEMBLE__ENABLED", "false")
+    monkeypatch.setenv("MCGS_ENSEMBLE__MAX_MEMBERS", "3")
+    monkeypatch.setenv("MCGS_STORAGE__LEASE_S", "2m")
+    monkeypatch.setenv("MCGS_SEARCH__NUM_DRAFTS", "2")
+    monkeypatch.setenv("MCGS_SEARCH__UCT_DECAY_PHASES", "[0.1, 0.5]")
+    s = SearchSettings()
+    assert (s.memory_mb, s.ensemble, s.ensemble_max_members, s.lease_s, s.num_drafts, s.uct_decay_phases) == (4096, False, 3, 120.0, 2, (0.1, 0.5))
+    assert unknown_environment() == []
+    assert SearchSettings(memory_mb=1024).memory_mb == 1024  # an argument still wins
+    monkeypatch.setenv("MCGS_MEMORY_MB", "4096")
+    assert SearchSettings().memory_mb == 4096  # both names, one value
+    monkeypatch.setenv("MCGS_MEMORY_MB", "2048")
+    with pytest.raises(ValueError, match=r"MCGS_MEMORY_MB \('2048'\) and MCGS_SANDBOX__MEMORY_MB \('4096'\) set the same setting memory_mb"):
+        SearchSettings()
+    monkeypatch.delenv("MCGS_MEMORY_MB")
+    assert setting_variables(("memory_mb",)) == ["MCGS_SANDBOX__MEMORY_MB"]
+    monkeypatch.setenv("MCGS_SANDBOX__MEMORY_MB", "lots")
+    res = CliRunner().invoke(app, ["run", "demo", "--out", str(tmp_path / "r"), "--max-nodes", "1"])
+    assert res.exit_code != 0 and "environment variable MCGS_SANDBOX__MEMORY_MB" in res.output
+    assert not (tmp_path / "r").exists()
