@@ -170,6 +170,36 @@ def test_status_and_report_work_on_a_read_only_run_folder(tmp_path):
         assert sorted(p.name for p in archive.iterdir()) == before
 
 
+def test_a_run_of_an_older_schema_is_read_on_a_read_only_mount_without_migrating_it(tmp_path):
+    """A run written before node roles (schema 4), archived read-only: status, report and
+    export read it through a migrated temporary copy; the archive is not changed and the copy
+    is gone afterwards."""
+    import sqlite3
+    import tempfile
+
+    from mcgs.snapshot import load_run
+
+    run = _finished_run(tmp_path, 2)
+    chosen = load_run(run).chosen_node.seq
+    con = sqlite3.connect(run / "mcgs.db")
+    con.execute("alter table nodes drop column role")  # as mcgs wrote it before roles (schema 4)
+    con.execute("update alembic_version set version_num = '0003'")
+    con.execute("update schema_info set value = '4' where key = 'schema_version'")
+    con.commit()
+    con.close()
+    leftovers = set(Path(tempfile.gettempdir()).glob("mcgs-upgraded-*"))
+    with _mount("", tmp_path / "archive", "--bind", "-o", "ro", source=str(run)) as archive:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(archive)], check=True)
+        db = (archive / "mcgs.db").read_bytes()
+        code, output = _invoke("status", archive)
+        assert code == 0 and "finished" in output and "Traceback" not in output, output
+        assert load_run(archive).chosen_node.seq == chosen
+        code, output = _invoke("export", archive, "--out", tmp_path / "model")
+        assert code == 0 and f"exported node {chosen}" in output, output
+        assert (archive / "mcgs.db").read_bytes() == db
+    assert set(Path(tempfile.gettempdir()).glob("mcgs-upgraded-*")) == leftovers
+
+
 def test_an_interrupted_draft_is_run_again_on_resume(tmp_path):
     """Ctrl-C during the first draft (LightGBM): the resumed run runs that draft again, the same
     program in the same node, instead of dropping its model family."""

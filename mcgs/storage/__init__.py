@@ -26,7 +26,7 @@ from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeRole, NodeState, Ope
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, NodeModel, RunModel, utcnow
 from mcgs.storage.errors import ClaimLost, StorageError, StorageFull, is_disk_full as _is_disk_full, writes as _writes
 from mcgs.storage.ledger import LedgerQueries, LLMCall
-from mcgs.storage.schema import check_schema, check_schema_read_only, open_engine, schema_version, upgrade
+from mcgs.storage.schema import check_schema, check_schema_read_only, open_engine, schema_version, upgrade, upgraded_copy
 
 __all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
            "owner_alive", "ClaimLost"]
@@ -114,9 +114,11 @@ class Storage(LedgerQueries):
     Args:
         url: SQLAlchemy URL, e.g. ``sqlite:///runs/a/mcgs.db``.
         read_only: Open without writing anything (``mcgs status``, ``report``, ``export`` on an
-            archived run, a read-only mount): no migration, and a SQLite file is opened with
-            ``mode=ro``, or ``immutable=1`` where its folder cannot be written (then changes
-            left in a write-ahead log it cannot read are not seen). Every write method raises.
+            archived run, a read-only mount): a SQLite file is opened with ``mode=ro``, or
+            ``immutable=1`` where its folder cannot be written (then changes left in a
+            write-ahead log it cannot read are not seen). A SQLite file of an older schema is
+            read through a migrated temporary copy (:func:`mcgs.storage.schema.upgraded_copy`),
+            removed by :meth:`close`. Every write method raises.
 
     Attributes:
         on_full: Called with a :class:`StorageFull` when a write finds the disk full; it returns
@@ -125,7 +127,7 @@ class Storage(LedgerQueries):
 
     Raises:
         StorageError: when the database was written by an incompatible schema version (or, read
-            only, by an older one, which needs a migration only a writer may run).
+            only, an older PostgreSQL one, which needs a migration only a writer may run).
     """
 
     def __init__(self, url: str, read_only: bool = False):
@@ -135,8 +137,14 @@ class Storage(LedgerQueries):
         self.is_sqlite = url.startswith("sqlite")
         self.engine, self.where = open_engine(url, read_only)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._upgraded = None
         if read_only:
-            check_schema_read_only(self.engine, self._session, self.where)
+            version = check_schema_read_only(self.engine, self._session, self.where, allow_older=self.is_sqlite)
+            if version < SCHEMA_VERSION:
+                self._upgraded, path = upgraded_copy(self.engine)
+                self.engine.dispose()
+                self.engine, _ = open_engine(f"sqlite:///{path}", read_only=True)
+                self._session = sessionmaker(self.engine, expire_on_commit=False)
             return
         try:
             upgrade(self.engine)
@@ -152,7 +160,11 @@ class Storage(LedgerQueries):
         return schema_version(self._session)
 
     def close(self) -> None:
+        """Release the database (and remove a migrated read-only copy)."""
         self.engine.dispose()
+        if self._upgraded is not None:
+            self._upgraded.cleanup()
+            self._upgraded = None
 
     # ---------------------------------------------------------------- runs
 

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, event
 from mcgs.storage.errors import StorageError
 from mcgs.storage.models import SCHEMA_VERSION, SchemaInfo
 
-__all__ = ["MIGRATIONS_DIR", "upgrade", "open_engine", "check_schema", "check_schema_read_only", "schema_version"]
+__all__ = ["MIGRATIONS_DIR", "upgrade", "open_engine", "check_schema", "check_schema_read_only", "upgraded_copy", "schema_version"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 #: Alembic revision of each storage schema version written before the migrations existed.
@@ -150,12 +150,16 @@ def check_schema(session, url: str) -> None:
             )
 
 
-def check_schema_read_only(engine, session, where: str) -> None:
-    """Check, without writing, that a database is an mcgs storage of :data:`SCHEMA_VERSION`.
+def check_schema_read_only(engine, session, where: str, *, allow_older: bool = False) -> int:
+    """Check, without writing, that a database is an mcgs storage of :data:`SCHEMA_VERSION`
+    (or, with ``allow_older``, of an earlier version that :func:`upgraded_copy` can read).
+
+    Returns:
+        The stored schema version.
 
     Raises:
-        StorageError: no mcgs storage there, or another schema version (an older one needs a
-            migration, which only a writer runs).
+        StorageError: no mcgs storage there, or another schema version (an older one, unless
+            allowed, needs a migration, which only a writer runs).
     """
     from sqlalchemy import inspect
 
@@ -164,11 +168,50 @@ def check_schema_read_only(engine, session, where: str) -> None:
             raise StorageError(f"{where} holds no mcgs storage")
     with session() as s:
         row = s.get(SchemaInfo, "schema_version")
-        if row is None or int(row.value) != SCHEMA_VERSION:
+        version = int(row.value) if row else None
+        if version is None or version > SCHEMA_VERSION or (version < SCHEMA_VERSION and not allow_older):
             raise StorageError(
                 f"{where} has schema version {row.value if row else '?'}, this mcgs uses {SCHEMA_VERSION}; "
-                f"{'resume it once with write access to upgrade it' if row and int(row.value) < SCHEMA_VERSION else 'use the mcgs version that wrote it'}"
+                f"{'resume it once with write access to upgrade it' if version and version < SCHEMA_VERSION else 'use the mcgs version that wrote it'}"
             )
+    return version
+
+
+def upgraded_copy(engine) -> tuple[Any, Path]:
+    """A migrated copy of an older SQLite storage, for reading it without writing to it.
+
+    The database is copied with SQLite's online backup (a consistent copy, even of a run that
+    is being written) into a new temporary folder, and the copy is brought to the current
+    schema (:func:`upgrade`). The original is not touched, so an archived run, a read-only
+    mount or a run that a running engine of the older version writes can be read.
+
+    Args:
+        engine: A (read-only) engine of the older SQLite database.
+
+    Returns:
+        ``(folder, path)``: the :class:`tempfile.TemporaryDirectory` holding the copy (remove
+        it with ``cleanup()`` when done) and the copy's path.
+    """
+    import sqlite3
+    import tempfile
+
+    folder = tempfile.TemporaryDirectory(prefix="mcgs-upgraded-")
+    path = Path(folder.name) / "mcgs.db"
+    source = engine.raw_connection()
+    try:
+        target = sqlite3.connect(path)
+        try:
+            source.driver_connection.backup(target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    copy, _ = open_engine(f"sqlite:///{path}")
+    try:
+        upgrade(copy)
+    finally:
+        copy.dispose()
+    return folder, path
 
 
 def schema_version(session) -> int:
