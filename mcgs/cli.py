@@ -739,7 +739,7 @@ def mlebench_grade(
 
 @mlebench_app.command("campaign")
 def mlebench_campaign(
-    competitions: str = typer.Option(..., help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification."),
+    competitions: str = typer.Option("", help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification; with --suite, task names (default: every suite task)."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated search seeds."),
     time_budget: str = typer.Option("10m", help="Wall budget of each run."),
     data: Path = typer.Option(..., "--data", help="Folder of prepared competitions (mcgs mlebench prepare --out)."),
@@ -780,25 +780,30 @@ def mlebench_campaign(
 
 @app.command()
 def bench(
-    competitions: str = typer.Option(..., help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification."),
+    competitions: str = typer.Option("", help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification; with --suite, task names (default: every suite task)."),
     competitors: str = typer.Option("mcgs,lightgbm,optuna,flaml", help="Comma-separated: mcgs, lightgbm (defaults), optuna (tuned LightGBM), flaml (AutoML)."),
     time_budget: str = typer.Option("10m", help="Wall budget of every competitor on every competition."),
     seed: int = typer.Option(0, help="Seed given to every competitor."),
     threads: int = typer.Option(2, min=1, help="Threads (cores) every competitor may use."),
-    data: Path = typer.Option(..., "--data", help="Folder of prepared competitions (mcgs mlebench prepare --out)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Folder of prepared competitions (mcgs mlebench prepare --out)."),
     out_dir: Path = typer.Option(..., "--out", help="Bench folder: runs/, results/, bench.json, bench.md."),
     raw: Optional[Path] = typer.Option(None, "--raw", help="Folder holding <id>/raw; competitions not yet prepared in --data are prepared from it."),
+    suite: Optional[Path] = typer.Option(None, "--suite", help="A public suite built by experiments/suite.py --out DIR: run its tasks, graded on their answers."),
 ) -> None:
     """Compare mcgs with LightGBM (defaults), Optuna-tuned LightGBM and FLAML AutoML on the same
-    MLE-bench splits, cores and wall budget, each in its own process; grade every submission on
+    MLE-bench splits (or the public suite's tasks, --suite), cores and wall budget, each in its own process; grade every submission on
     the private split and report scores, ratios to the best and each one's budget overrun. A rerun
     skips finished pairs. FLAML and Optuna come with `pip install -e ".\\[bench]"`."""
     _setup_logging(False)
     _sigterm_as_interrupt()
     with _user_errors():
-        from mcgs.mlebench.bench import ALL_COMPETITORS, BenchSpec, run_bench
+        from mcgs.mlebench.bench import ALL_COMPETITORS, BenchSpec, run_bench, suite_tasks
 
         comps = tuple(c.strip() for c in competitions.split(",") if c.strip())
+        if suite is not None:
+            comps = comps or suite_tasks(suite)
+        elif data is None:
+            raise _UserError("give --data (a folder of prepared competitions) or --suite (a built public suite)")
         names = tuple(c.strip() for c in competitors.split(",") if c.strip())
         if not comps or not names:
             raise _UserError("give at least one competition (--competitions) and one competitor (--competitors)")
@@ -807,8 +812,8 @@ def bench(
         missing = [m for m, c in (("optuna", "optuna"), ("flaml", "flaml")) if c in names and importlib.util.find_spec(m) is None]
         if missing:
             raise _UserError(f"{' and '.join(missing)} not installed: run pip install -e \".[bench]\" in the mcgs checkout (or leave them out of --competitors)")
-        spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data,
-                         out_dir=out_dir, raw_root=raw, seed=seed, threads=threads)
+        spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data or Path("data"),
+                         out_dir=out_dir, raw_root=raw, seed=seed, threads=threads, suite_dir=suite)
         try:
             result = run_bench(spec, say=_say)
         except KeyboardInterrupt:

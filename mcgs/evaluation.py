@@ -128,10 +128,10 @@ def validate_submission(spec: TaskSpec, sample: pd.DataFrame, workspace: Path, r
     try:
         sub = pd.read_csv(data, dtype=str, keep_default_na=False)
     except Exception as exc:
-        raise OutputError(f"{SUBMISSION_PATH} is not a readable CSV: {exc}") from exc
+        raise OutputError(f"{rel} is not a readable CSV: {exc}") from exc
     problems = submission_problems(sub, sample, submission_rules(spec, sample))
     if problems:
-        raise OutputError(f"{SUBMISSION_PATH}: " + "; ".join(problems))
+        raise OutputError(f"{rel}: " + "; ".join(problems))
 
 
 def submission_rules(spec: TaskSpec, sample: pd.DataFrame) -> SubmissionRules:

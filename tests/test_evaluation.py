@@ -131,7 +131,7 @@ def test_engine_and_grader_name_the_same_problems(task, sample, tmp_path, mutate
         validate_submission(task, sample, tmp_path, "submission.csv")
     with pytest.raises(InvalidSubmissionError) as grader:
         align_submission(read_csv(path), answers, id_column="pid", target_columns=["label"])
-    engine_problems = str(engine.value).removeprefix("submission/submission.csv: ").split("; ")
+    engine_problems = str(engine.value).removeprefix("submission.csv: ").split("; ")
     grader_problems = str(grader.value).split("; ")
     assert [p.replace("(as in sample_submission.csv)", "") for p in engine_problems] == [
         p.replace("(as in the answers)", "") for p in grader_problems

@@ -36,7 +36,7 @@ from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared,
 from mcgs.mlebench.competitors import COMPETITORS
 from mcgs.mlebench.grade import grade_submission
 
-__all__ = ["BenchSpec", "ALL_COMPETITORS", "run_bench", "render_bench_markdown", "bench_command"]
+__all__ = ["BenchSpec", "ALL_COMPETITORS", "run_bench", "render_bench_markdown", "bench_command", "grade_suite_submission", "suite_tasks"]
 
 ALL_COMPETITORS = ("mcgs", *COMPETITORS)
 KILL_FACTOR, KILL_GRACE_S = 1.5, 60.0
@@ -56,6 +56,9 @@ class BenchSpec:
         raw_root: Folder holding ``<id>/raw``, to prepare competitions missing from ``data_dir``.
         seed: Seed given to every competitor.
         threads: Threads (cores) every competitor may use.
+        suite_dir: A public suite built by ``experiments/suite.py`` (``tasks/``, ``answers/``,
+            ``suite.json``): ``competitions`` are then its task names, each graded against its
+            answers with the engine's own validator and metric (no medals).
     """
 
     competitions: tuple[str, ...]
@@ -66,6 +69,11 @@ class BenchSpec:
     raw_root: Path | None = None
     seed: int = 0
     threads: int = 2
+    suite_dir: Path | None = None
+
+    def task_dir(self, comp: str) -> Path:
+        """The task folder a competitor is given."""
+        return self.suite_dir / "tasks" / comp if self.suite_dir is not None else self.data_dir / comp
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.competitors if c not in ALL_COMPETITORS]
@@ -77,9 +85,23 @@ class BenchSpec:
 
 def bench_command(spec: BenchSpec) -> str:
     """The ``mcgs bench`` command line that reproduces ``spec``."""
+    where = f"--suite {spec.suite_dir}" if spec.suite_dir is not None else f"--data {spec.data_dir}"
     cmd = (f"mcgs bench --competitions {','.join(spec.competitions)} --competitors {','.join(spec.competitors)} "
-           f"--time-budget {spec.time_budget_s:.0f}s --seed {spec.seed} --threads {spec.threads} --data {spec.data_dir} --out {spec.out_dir}")
+           f"--time-budget {spec.time_budget_s:.0f}s --seed {spec.seed} --threads {spec.threads} {where} --out {spec.out_dir}")
     return cmd + (f" --raw {spec.raw_root}" if spec.raw_root is not None else "")
+
+
+def suite_tasks(suite_dir: Path, *, memory_check: bool = False) -> tuple[str, ...]:
+    """The task names of a built public suite (``suite_dir/suite.json``), in its order; the
+    memory-check task only when asked.
+
+    Raises:
+        ValueError: ``suite_dir`` holds no built suite (with the command that builds one).
+    """
+    path = suite_dir / "suite.json"
+    if not path.is_file():
+        raise ValueError(f"{suite_dir} holds no suite.json; build the suite with: python experiments/suite.py --out {suite_dir}")
+    return tuple(t["name"] for t in json.loads(path.read_text())["tasks"] if memory_check or not t.get("memory_check"))
 
 
 def _stop_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
@@ -111,7 +133,7 @@ def _command(spec: BenchSpec, comp: str, competitor: str, folder: Path) -> tuple
     budget already spent (an mcgs run that stopped part-way resumes)."""
     # absolute: each process runs in its own folder, where tools drop their scratch files
     # (FLAML's CatBoost writes catboost_<time>/ into the working directory and a killed run keeps it)
-    task, folder = (spec.data_dir / comp).resolve(), folder.resolve()
+    task, folder = spec.task_dir(comp).resolve(), folder.resolve()
     if competitor == "mcgs":
         run_dir = folder / "run"
         if (run_dir / "mcgs.db").is_file():
@@ -150,7 +172,10 @@ def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], 
             _stop_tree(proc)
             raise
     wall = spent + time.monotonic() - start
-    report = grade_submission(comp, submission, spec.data_dir).to_dict()
+    if spec.suite_dir is not None:
+        report = grade_suite_submission(spec.suite_dir, comp, submission)
+    else:
+        report = grade_submission(comp, submission, spec.data_dir).to_dict()
     if not status.startswith("finished"):
         tail = (folder / "stderr.txt").read_text(errors="replace")[-1500:]
         report["error"] = f"{status}: {tail.strip()[-600:]}" if tail.strip() else status
@@ -179,7 +204,72 @@ def _summary(results: list[dict[str, Any]], spec: BenchSpec) -> dict[str, Any]:
         if m and f and m["score"] is not None:
             lower = m["is_lower_better"]
             ahead.append(f["score"] is None or (m["score"] < f["score"] if lower else m["score"] > f["score"]))
-    return {"table": table, "mcgs_ahead_of_flaml": sum(ahead), "compared_with_flaml": len(ahead)}
+    return {"table": table, "mcgs_ahead_of_flaml": sum(ahead), "compared_with_flaml": len(ahead),
+            "mean_normalised_score": _mean_normalised(table, spec.competitors)}
+
+
+def _mean_normalised(table: dict[str, dict[str, Any]], competitors: tuple[str, ...]) -> dict[str, float | None]:
+    """Each competitor's mean normalised score: per task ``(score - lightgbm) / (best - lightgbm)``
+    (0 = LightGBM with defaults, 1 = the task's best competitor; the same in either metric
+    direction), over the tasks where LightGBM and the best scored and differ. A missing
+    submission counts 0 on that task. None without LightGBM in the comparison."""
+    if "lightgbm" not in competitors:
+        return {c: None for c in competitors}
+    sums = {c: [] for c in competitors}
+    for by in table.values():
+        base = by.get("lightgbm", {}).get("score")
+        scored = [r for r in by.values() if r["score"] is not None]
+        if base is None or not scored:
+            continue
+        lower = scored[0]["is_lower_better"]
+        best = (min if lower else max)(r["score"] for r in scored)
+        if best == base:
+            continue
+        for c in competitors:
+            if c in by:
+                score = by[c]["score"]
+                sums[c].append(0.0 if score is None else (score - base) / (best - base))
+    return {c: (round(sum(v) / len(v), 4) if v else None) for c, v in sums.items()}
+
+
+def grade_suite_submission(suite_dir: Path, name: str, submission: Path) -> dict[str, Any]:
+    """Grade a submission for a public-suite task against ``suite_dir/answers/<name>.csv``.
+
+    The checks are the engine's (:func:`mcgs.evaluation.validate_submission`: the one
+    validator), and the score is the engine's (:func:`mcgs.evaluation.score_predictions` with
+    the task's metric), on the held-out rows the answers hold.
+
+    Returns:
+        A report with the grading report's fields (``competition_id``, ``score``,
+        ``is_lower_better``, ``valid_submission``, ``submission_exists``, ``error``; medals
+        False: a suite task has no leaderboard).
+    """
+    import pandas as pd
+
+    from mcgs.evaluation import OutputError, score_predictions, validate_submission
+    from mcgs.task import load_task
+
+    spec = load_task(suite_dir / "tasks" / name)
+    report: dict[str, Any] = {
+        "competition_id": name, "score": None, "gold_medal": False, "silver_medal": False, "bronze_medal": False,
+        "any_medal": False, "above_median": None, "is_lower_better": not spec.higher_is_better,
+        "submission_exists": submission.is_file(), "valid_submission": False, "submission_path": str(submission), "error": None,
+    }
+    if not submission.is_file():
+        report["error"] = f"no submission at {submission}"
+        return report
+    sample = pd.read_csv(spec.sample_submission_path, dtype=str, keep_default_na=False)
+    try:
+        validate_submission(spec, sample, submission.parent, submission.name)
+    except OutputError as exc:
+        report["error"] = str(exc)
+        return report
+    sub = pd.read_csv(submission, dtype=str, keep_default_na=False).set_index(spec.id_column)
+    answers = pd.read_csv(suite_dir / "answers" / f"{name}.csv", dtype=str, keep_default_na=False)
+    pred = sub.loc[answers[spec.id_column], spec.prediction_columns].astype(float).to_numpy()
+    y_true = answers[spec.target_columns[0]].to_numpy()
+    report.update(score=round(float(score_predictions(spec, y_true, pred)), 6), valid_submission=True)
+    return report
 
 
 def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, Any]:
@@ -199,7 +289,10 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
         KeyboardInterrupt: after killing the running competitor; rerun to resume.
     """
     for comp in spec.competitions:
-        ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
+        if spec.suite_dir is None:
+            ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
+        elif not (spec.task_dir(comp) / "task.yaml").is_file():
+            raise ValueError(f"{spec.suite_dir} has no suite task {comp!r}; build it with experiments/suite.py --out {spec.suite_dir}")
     planned = len(spec.competitions) * len(spec.competitors)
     results = []
     for comp in spec.competitions:
@@ -261,4 +354,8 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| {comp} | " + " | ".join(cells) + " |")
     if summary["compared_with_flaml"]:
         lines += ["", f"mcgs ahead of FLAML on {summary['mcgs_ahead_of_flaml']} of {summary['compared_with_flaml']} competitions."]
+    normalised = summary.get("mean_normalised_score") or {}
+    if any(v is not None for v in normalised.values()):
+        lines += ["", "Mean normalised score (0 = LightGBM with defaults, 1 = each task's best competitor; no submission = 0): "
+                  + ", ".join(f"{c} {v:.3f}" for c, v in normalised.items() if v is not None) + "."]
     return "\n".join(lines) + "\n"
