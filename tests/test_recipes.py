@@ -372,3 +372,76 @@ def test_lags_of_rows_sent_for_prediction_are_taken_from_the_runs_rows(tmp_path)
     got = pd.read_csv(ws / "few_out.csv.raw.csv")["count"].to_numpy()
     expected = pd.read_csv(ws / "working" / "test_pred.csv")["count"].to_numpy()[rows]
     assert np.abs(got - expected).max() <= 1e-6
+
+
+_RECORD_FITS = '''
+import json, os
+import lightgbm, catboost
+
+def _record(name, orig):
+    def fit(self, X, y, *args, **kwargs):
+        stop = kwargs.get("eval_set")
+        stop = stop[0][0] if isinstance(stop, list) else (stop[0] if stop is not None else None)
+        with open(os.environ["FIT_LOG"], "a") as fh:
+            fh.write(json.dumps({"model": name, "fit": [int(i) for i in X.index],
+                                 "stop": None if stop is None else [int(i) for i in stop.index]}) + "\\n")
+        return orig(self, X, y, *args, **kwargs)
+    return fit
+
+lightgbm.LGBMModel.fit = _record("lightgbm", lightgbm.LGBMModel.fit)
+for cls in (catboost.CatBoostClassifier, catboost.CatBoostRegressor):
+    cls.fit = _record("catboost", cls.fit)
+'''
+
+
+@pytest.mark.parametrize("model", ["model.lightgbm", "model.catboost"])
+def test_boosting_stops_early_on_rows_of_the_training_fold_never_on_its_validation_rows(tmp_path, model):
+    """Knowledge entry strategy.early_stopping: each fold's stopping rows are a tenth of that
+    fold's training rows, per class, disjoint from the rows it is fitted on; the fold's
+    validation (OOF) rows are in neither. A time split does not stop early."""
+    import json
+
+    from mcgs.coders.recipe_config import default_config, render_program
+    from mcgs.contract import prepare_run_input, prepare_workspace
+
+    spec = make_task(tmp_path / "t", "binary", n=900)
+    prof = profile_task(spec)
+    config = default_config(model, prof) | {"seed": 0}
+    config["params"] = {**config["params"], **({"n_estimators": 300} if model == "model.lightgbm" else {"iterations": 300})}
+    code, ids = render_program(config, title="t", plan="t", profile=prof)
+    assert "strategy.early_stopping" in ids
+    inp = prepare_run_input(spec, tmp_path / "run")
+    ws = prepare_workspace(inp, tmp_path / "ws", code)
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(_RECORD_FITS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "hook"), "FIT_LOG": str(tmp_path / "fits.jsonl")}
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    folds = pd.read_csv(inp / "folds.csv")["fold"].to_numpy()
+    fits = [json.loads(line) for line in (tmp_path / "fits.jsonl").read_text().splitlines()]
+    assert len(fits) == len(set(folds[folds >= 0]))
+    y = (pd.read_csv(spec.train_path)["target"].astype(str) == "True").to_numpy()
+    for k, fit in zip(sorted(set(folds[folds >= 0])), fits):
+        fit_rows, stop_rows = set(fit["fit"]), set(fit["stop"])
+        training = set(np.flatnonzero(folds != k))
+        assert fit_rows | stop_rows == training and not fit_rows & stop_rows
+        for label in (True, False):  # a tenth of each class
+            n_class = sum(y[i] == label for i in training)
+            assert sum(y[i] == label for i in stop_rows) == int(n_class * 0.1)
+    # under a time split the rows are not split: a random hold-out would look into the future
+    frame = pd.read_csv(spec.train_path)
+    frame["day"] = pd.date_range("2020-01-01", periods=len(frame), freq="D").astype(str)
+    frame.to_csv(spec.train_path, index=False)
+    test = pd.read_csv(spec.test_path)
+    test["day"] = pd.date_range("2030-01-01", periods=len(test), freq="D").astype(str)
+    test.to_csv(spec.test_path, index=False)
+    with open(spec.data_dir / "task.yaml", "a") as fh:
+        fh.write("validation: {kind: time_split, time_column: day, n_splits: 3}\n")
+    timed = load_task(spec.data_dir)
+    code, _ = render_program(config, title="t", plan="t", profile=profile_task(timed))
+    inp = prepare_run_input(timed, tmp_path / "run2")
+    ws = prepare_workspace(inp, tmp_path / "ws2", code)
+    (tmp_path / "fits.jsonl").unlink()
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert all(json.loads(line)["stop"] is None for line in (tmp_path / "fits.jsonl").read_text().splitlines())

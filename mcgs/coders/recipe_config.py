@@ -37,6 +37,8 @@ FEATURE_ORDER = (
     "datetime_parts", "cyclical_time", "covariate_lags", "text_stats",
     "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
 )
+# Models whose templates stop boosting early on rows held out of each training fold.
+EARLY_STOPPING_MODELS = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
 
@@ -98,6 +100,8 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
             blocks.append(feats[flag].recipe.template)
             ids.append(feats[flag].id)
     ids += [model.id, "strategy.kfold_oof"]
+    if model.id in EARLY_STOPPING_MODELS:
+        ids.append("strategy.early_stopping")
     if config.get("n_seeds", 1) > 1:
         ids.append("strategy.seed_averaging")
     if config.get("log_target"):

@@ -1,0 +1,118 @@
+"""Early stopping inside each training fold against fixed rounds: one boosting draft per task.
+
+For each task of the public suite (docs/results/suite.md) and each boosting model, the recipe
+coder's default config is rendered twice: with the recipe templates of a git revision from
+before early stopping (``--before``, fixed rounds) and with the working tree's (rounds stopped on
+a tenth of each training fold). Both programs run in the sandbox with the same limits, one
+after the other; the engine scores each on its OOF rows and the held-out answers grade its
+submission. The table reports CV score, held-out score and run time of both.
+
+Usage (from the repository root; the suite built by experiments/suite.py)::
+
+    .venv/bin/python experiments/early_stopping.py --suite /tmp/mcgs-suite --before 0a1b2c3 \\
+        --tasks hmda_deny,computer_prices --models lightgbm --work /tmp/mcgs-es --report docs/results/early_stopping.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _templates_at(revision: str, into: Path) -> Path:
+    """The recipe templates of ``revision``, extracted under ``into``."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "knowledge_base/recipes"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "knowledge_base" / "recipes"
+
+
+def _render(config: dict, profile: dict, recipes: Path | None) -> str:
+    """The program of ``config``, with the templates in ``recipes`` (None: the working tree's)."""
+    import jinja2
+
+    import mcgs.coders.recipe_config as recipe_config
+    from mcgs.knowledge_base import template_environment
+
+    original = recipe_config.template_environment
+    if recipes is not None:
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(recipes)), undefined=jinja2.StrictUndefined,
+                                 keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+        recipe_config.template_environment = lambda: env
+    try:
+        code, _ = recipe_config.render_program(config, title="early stopping experiment", plan="default config", profile=profile)
+    finally:
+        recipe_config.template_environment = original if recipes is not None else template_environment
+    return code
+
+
+def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None, work: Path, timeout_s: float) -> dict:
+    """Run the default config of ``model`` on one task in the sandbox; CV and held-out scores."""
+    from mcgs.coders.recipe_config import default_config
+    from mcgs.contract import prepare_run_input, prepare_workspace
+    from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
+    from mcgs.mlebench.bench import grade_suite_submission
+    from mcgs.profile import profile_task
+    from mcgs.sandbox import SandboxLimits, resolve_isolation, run_program
+    from mcgs.task import load_task
+
+    spec = load_task(task_dir)
+    profile = profile_task(spec)
+    config = default_config(f"model.{model}", profile) | {"seed": 0}
+    code = _render(config, profile, recipes)
+    inp = prepare_run_input(spec, work / "run")
+    ws = prepare_workspace(inp, work / "ws", code)
+    limits = SandboxLimits(timeout_s=timeout_s, memory_mb=8192, cpu_threads=2, isolation=resolve_isolation("auto"))
+    start = time.monotonic()
+    result = run_program(ws, "solution.py", limits)
+    wall = time.monotonic() - start
+    row = {"outcome": result.outcome.value, "runtime_s": round(wall, 1), "cv": None, "held_out": None}
+    try:
+        row["cv"] = round(evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws).score, 5)
+        row["held_out"] = grade_suite_submission(answers_dir.parent, task_dir.name, ws / "submission" / "submission.csv")["score"]
+    except OutputError as exc:
+        row["error"] = str(exc)[:300]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", type=Path, required=True, help="A suite built by experiments/suite.py.")
+    parser.add_argument("--before", required=True, help="Git revision whose recipe templates boost a fixed number of rounds.")
+    parser.add_argument("--tasks", required=True, help="Comma-separated suite task names.")
+    parser.add_argument("--models", default="lightgbm", help="Comma-separated: lightgbm, catboost, hist_gradient_boosting.")
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--report", type=Path)
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        before = _templates_at(args.before, Path(tmp))
+        for task in args.tasks.split(","):
+            for model in args.models.split(","):
+                for label, recipes in (("fixed rounds", before), ("early stopping", None)):
+                    work = args.work / task / model / label.replace(" ", "_")
+                    row = run_one(args.suite / "tasks" / task, args.suite / "answers", model, recipes, work, args.timeout)
+                    row.update(task=task, model=model, variant=label)
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    if args.report:
+        lines = [
+            "# Early stopping inside the training fold against fixed rounds", "",
+            f"Command: `python experiments/early_stopping.py --suite SUITE --before {args.before} --tasks {args.tasks} "
+            f"--models {args.models} --work WORK --report {args.report}` (2 cores, each program alone).", "",
+            "| task | model | variant | CV score | held-out score | run time (s) |", "|---|---|---|---|---|---|",
+        ]
+        lines += [f"| {r['task']} | {r['model']} | {r['variant']} | {r['cv']} | {r['held_out']} | {r['runtime_s']} |" for r in rows]
+        args.report.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
