@@ -30,6 +30,11 @@ __all__ = ["PlanResult", "PlanQueue", "build_screen_task", "run_screen", "rank_p
 
 # Test rows each screening program predicts (enough to check the submission's shape).
 SCREEN_TEST_ROWS = 300
+# A plan out of time or memory on the screening subsample is screened again on this share of
+# its rows (at least LOW_FIDELITY_MIN_ROWS): slow is not wrong, and a machine that is busy makes
+# every plan slow (issue 33: boosted trees timed out and were drafted last behind k-NN).
+LOW_FIDELITY_SHARE = 0.25
+LOW_FIDELITY_MIN_ROWS = 200
 
 
 @dataclasses.dataclass
@@ -43,6 +48,10 @@ class PlanResult:
         score: Engine score on the subsample (valid plans only).
         runtime_s: Wall time of the screening run.
         error: Short reason for a failure.
+        rows: Training rows of the subsample ``state`` and ``score`` are from (its fidelity;
+            None when not run). Scores of different fidelities are never compared.
+        slow: The plan ran out of time or memory on the full screening subsample and was
+            screened again on fewer rows.
     """
 
     answer: CoderAnswer
@@ -50,19 +59,23 @@ class PlanResult:
     score: float | None = None
     runtime_s: float = 0.0
     error: str | None = None
+    rows: int | None = None
+    slow: bool = False
 
     def to_json(self) -> dict[str, Any]:
         a = self.answer
         return {
             "plan": a.plan, "code": a.code, "config": a.config, "knowledge_ids": list(a.knowledge_ids), "ledger_ids": list(a.ledger_ids),
             "state": self.state, "score": self.score, "runtime_s": round(self.runtime_s, 2), "error": self.error,
+            "rows": self.rows, "slow": self.slow,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "PlanResult":
         answer = CoderAnswer(plan=d["plan"], code=d["code"], config=d["config"], knowledge_ids=tuple(d["knowledge_ids"]),
                              ledger_ids=tuple(d.get("ledger_ids", ())))
-        return cls(answer=answer, state=d["state"], score=d["score"], runtime_s=d["runtime_s"], error=d["error"])
+        return cls(answer=answer, state=d["state"], score=d["score"], runtime_s=d["runtime_s"], error=d["error"],
+                   rows=d.get("rows"), slow=d.get("slow", False))
 
 
 def _write_rows(src: Path, dest: Path, rows) -> None:
@@ -129,23 +142,22 @@ def run_screen(
     max_output_bytes: int | None = None,
 ) -> list[PlanResult]:
     """Review and run each plan on the screening task, in order, each with an equal part of
-    ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent; return one
-    :class:`PlanResult` per plan (unrun plans are ``skipped``). ``disk_mb`` and
-    ``max_output_bytes`` are the run's disk cap and output-file cap (:mod:`mcgs.candidate_files`).
+    ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent; then screen
+    each plan that ran out of time or memory again on :data:`LOW_FIDELITY_SHARE` of the rows,
+    with what is left of the share. Return one :class:`PlanResult` per plan (unrun plans are
+    ``skipped``). ``disk_mb`` and ``max_output_bytes`` are the run's disk cap and output-file cap
+    (:mod:`mcgs.candidate_files`).
 
     Raises:
         KeyboardInterrupt: ``cancel`` was set (the caller's stop).
     """
-    from mcgs.candidate_files import remove_tree
-    from mcgs.contract import prepare_run_input, prepare_workspace
-    from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
     from mcgs.operators.code_review import review_program
-    from mcgs.sandbox import Outcome, SandboxLimits, run_program
 
-    inp = prepare_run_input(screen, folder)
-    labels = TaskLabels.load(screen, inp / "folds.csv")
     results = [PlanResult(answer=a) for a in plans]
     per_plan = min(timeout_s, max(5.0, time_share_s / max(1, len(plans))))
+    limits = dict(memory_mb=memory_mb, cpu_threads=threads, isolation=isolation, disk_mb=disk_mb)
+    full = _Fidelity(screen, folder, max_output_bytes)
+    reviewed: dict[int, str] = {}  # plan -> the program the Code Review passed
     start = time.monotonic()
     for i, res in enumerate(results):
         left = time_share_s - (time.monotonic() - start)
@@ -155,40 +167,84 @@ def run_screen(
         if review.rejected:
             res.state, res.error = "rejected", "; ".join(review.reasons)
             continue
-        ws = prepare_workspace(inp, folder / f"plan_{i}", review.code)
-        limits = SandboxLimits(timeout_s=min(per_plan, left), memory_mb=memory_mb, cpu_threads=threads, isolation=isolation, disk_mb=disk_mb)
-        out = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(i)}, cancel=cancel)
+        reviewed[i] = review.code
+        full.run(res, i, review.code, dict(limits, timeout_s=min(per_plan, left)), cancel)
+    low_rows = max(LOW_FIDELITY_MIN_ROWS, int(screen.n_train * LOW_FIDELITY_SHARE))
+    slow = [(i, r) for i, r in enumerate(results) if r.state in ("timeout", "oom")]
+    if slow and low_rows < screen.n_train:
+        low = None
+        for i, res in slow:
+            left = time_share_s - (time.monotonic() - start)
+            if left < 5:
+                break
+            low = low or _Fidelity(build_screen_task(screen, folder / "task_low", low_rows, seed=0), folder / "low", max_output_bytes)
+            res.slow = True
+            low.run(res, i, reviewed[i], dict(limits, timeout_s=min(per_plan, left)), cancel)
+    return results
+
+
+class _Fidelity:
+    """One screening subsample: its prepared input, its labels, and how a plan is run on it."""
+
+    def __init__(self, spec: TaskSpec, folder: Path, max_output_bytes: int | None):
+        from mcgs.contract import prepare_run_input
+        from mcgs.evaluation import TaskLabels
+
+        self.spec, self.folder, self.max_output_bytes = spec, folder, max_output_bytes
+        self.input = prepare_run_input(spec, folder)
+        self.labels = TaskLabels.load(spec, self.input / "folds.csv")
+
+    def run(self, res: PlanResult, i: int, code: str, limits: dict[str, Any], cancel: threading.Event | None) -> None:
+        """Run plan ``i`` (``code``: its reviewed program) here and record the outcome in ``res``.
+
+        Raises:
+            KeyboardInterrupt: ``cancel`` was set.
+        """
+        from mcgs.candidate_files import remove_tree
+        from mcgs.contract import prepare_workspace
+        from mcgs.evaluation import OutputError, evaluate_workspace
+        from mcgs.sandbox import Outcome, SandboxLimits, run_program
+
+        ws = prepare_workspace(self.input, self.folder / f"plan_{i}", code)
+        out = run_program(ws, "solution.py", SandboxLimits(**limits), extra_env={"MCGS_SEED": str(i)}, cancel=cancel)
         if cancel is not None and cancel.is_set():
             raise KeyboardInterrupt("stop requested")
-        res.runtime_s = out.runtime_s
+        res.runtime_s, res.rows, res.score = out.runtime_s, self.spec.n_train, None
         res.state = out.outcome.value if out.outcome is not Outcome.OK else "valid"
         res.error = out.error
         if out.outcome is Outcome.OK:
             try:
-                res.score = float(evaluate_workspace(labels, ws, **({"max_bytes": max_output_bytes} if max_output_bytes else {})).score)
+                cap = {"max_bytes": self.max_output_bytes} if self.max_output_bytes else {}
+                res.score = float(evaluate_workspace(self.labels, ws, **cap).score)
             except OutputError as exc:
                 res.state, res.error = "invalid_output", str(exc)
         with contextlib.suppress(OSError):
             remove_tree(ws / "working")
-    return results
 
 
 def rank_plans(results: list[PlanResult], higher_is_better: bool) -> list[PlanResult]:
     """Order screened plans for drafting.
 
-    First the better half of the valid plans (by subsample score; ties: faster first); then the
-    plans the screening could not judge (skipped, or out of time or memory on the subsample:
-    costly, not wrong -- a strong but slow text model must not lose its draft to weak fast
-    ones), in the coder's order; then the worse half of the valid plans; then failed ones
-    (buggy, invalid output, rejected by the Code Review). All stay in the queue: the search may
-    want more drafts than there are good plans.
+    First the best plan valid on the full screening subsample; then the slow plans (out of time
+    or memory there: costly, not wrong -- a strong but slow model, or any model on a busy
+    machine, must not lose its draft to weak fast ones): those valid on the lower-fidelity
+    subsample by their score there, then those it could not judge either, and the plans never
+    run, in the coder's order (the knowledge base's priority for the recipe coder); then the
+    other full-subsample plans by score (ties: faster first); then failed ones (buggy, invalid
+    output, rejected by the Code Review). Scores are compared only within one fidelity. All
+    stay in the queue: the search may want more drafts than there are good plans.
     """
-    valid = [r for r in results if r.state == "valid" and r.score is not None and math.isfinite(r.score)]
-    valid.sort(key=lambda r: (best_first(r.score, higher_is_better), r.runtime_s))
-    top = valid[: math.ceil(len(valid) / 2)]
+    def by_score(plans):
+        return sorted(plans, key=lambda r: (best_first(r.score, higher_is_better), r.runtime_s))
+
+    def scored(r):
+        return r.state == "valid" and r.score is not None and math.isfinite(r.score)
+
+    full = by_score([r for r in results if scored(r) and not r.slow])
+    slow_valid = by_score([r for r in results if scored(r) and r.slow])
     unknown = [r for r in results if r.state in ("skipped", "timeout", "oom")]
-    failed = [r for r in results if r not in valid and r not in unknown]
-    return top + unknown + valid[len(top):] + failed
+    failed = [r for r in results if r not in full and r not in slow_valid and r not in unknown]
+    return full[:1] + slow_valid + unknown + full[1:] + failed
 
 
 def save_plans(path: Path, ranked: list[PlanResult], meta: dict[str, Any]) -> None:
@@ -276,12 +332,17 @@ class PlanQueue:
         search.say(f"screened {sum(r.state != 'skipped' for r in ranked)} of {len(ranked)} draft plans on {screen.n_train} rows; drafting best first:")
         for r in ranked:
             model = r.answer.config.get("model", "?") if r.answer.config else "?"
-            search.say(f"  plan {model}: {r.state}{f' {r.score:.5g}' if r.score is not None else ''} ({r.runtime_s:.1f}s)")
+            at = f" on {r.rows} rows" if r.slow and r.rows else ""
+            search.say(f"  plan {model}: {'slow, ' if r.slow else ''}{r.state}{f' {r.score:.5g}' if r.score is not None else ''}{at} ({r.runtime_s:.1f}s)")
         self.plans = ranked
 
     def pop(self) -> CoderAnswer:
         """The best remaining screened plan, its screening result noted in the plan text."""
         r = self.plans.pop(0)
         metric = self.search.task.metric
-        note = f"screened: {metric} {r.score:.5g} on a row subsample in {r.runtime_s:.0f}s" if r.score is not None else f"screening: {r.state}"
+        if r.score is None:
+            note = f"screening: {r.state}"
+        else:
+            slow = ", after running out of time on more rows" if r.slow else ""
+            note = f"screened: {metric} {r.score:.5g} on a subsample of {r.rows} rows{slow} in {r.runtime_s:.0f}s"
         return dataclasses.replace(r.answer, plan=f"({note}) {r.answer.plan}")

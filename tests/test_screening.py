@@ -94,3 +94,48 @@ def test_screen_subsample_is_stratified_and_keeps_json_records(tmp_path):
     assert sum(r["label"] for r in sub) == 50  # 10 % positives, as in the full table
     assert sub[0]["stars"] == [1, 2]  # records keep their JSON shape
     assert load_task(folder).n_train == 3000  # the task itself is untouched
+
+
+class SlowOnManyRows(SlowFirstPlan):
+    """Its first plan is slow only on the full subsample (as a heavy model on a busy machine)."""
+
+    def write(self, request: CoderRequest) -> CoderAnswer:
+        ans = self.inner.write(request)
+        if request.operator is Operator.DRAFT:
+            self.drafts += 1
+            if self.drafts == 1:
+                slow = ("import time, pandas\nif len(pandas.read_csv('input/folds.csv')) > 300:\n    time.sleep(600)\n")
+                return dataclasses.replace(ans, code=slow + ans.code, plan="SLOW " + ans.plan)
+        return ans
+
+
+def test_a_plan_out_of_time_is_screened_again_on_fewer_rows_and_not_ranked_behind_the_better_half(demo_task, tmp_path):
+    search = create_search(demo_task, tmp_path / "run", settings=_settings(plan_candidates=3), coder=SlowOnManyRows())
+    search.run()
+    stored = json.loads((tmp_path / "run" / "screen" / "plans.json").read_text())["plans"]
+    full_rows = demo_task_rows(demo_task)
+    assert [(p["plan"][:4] == "SLOW", p["state"], p["slow"], p["rows"]) for p in stored] == [
+        (False, "valid", False, full_rows), (True, "valid", True, 200), (False, "valid", False, full_rows)]
+    slow = stored[1]
+    assert slow["score"] is not None and slow["runtime_s"] < 60  # judged on 200 rows instead of dropped
+    # a resumed run drafts it second, saying on how many rows it was screened
+    again = open_search(tmp_path / "run", coder=SlowOnManyRows())
+    again.settings = again.settings.model_copy(update={"num_drafts": 2, "max_nodes": 2, "per_run_timeout_s": 5})
+    again.run()
+    second = [n for n in again.nodes() if n.operator is Operator.DRAFT][1]
+    assert "on a subsample of 200 rows, after running out of time on more rows" in second.plan
+
+
+def test_ranking_compares_scores_within_one_fidelity_only():
+    from mcgs.screening import PlanResult, rank_plans
+
+    def plan(name, state, score=None, slow=False, runtime=1.0):
+        return PlanResult(answer=CoderAnswer(plan=name, code="", config={}), state=state, score=score, slow=slow, runtime_s=runtime)
+
+    results = [plan("knn", "valid", 0.80), plan("gbm", "valid", 0.70, slow=True), plan("catboost", "timeout", slow=True),
+               plan("linear", "valid", 0.85), plan("rf", "valid", 0.85, runtime=0.5), plan("nb", "buggy"),
+               plan("mlp", "skipped"), plan("svm", "valid", 0.90, slow=True)]
+    order = [r.answer.plan for r in rank_plans(results, higher_is_better=True)]
+    # the best full-subsample plan, then the slow ones (by their low-fidelity score), the
+    # unjudged in the coder's order, the other full-subsample plans, the failed
+    assert order == ["rf", "svm", "gbm", "catboost", "mlp", "linear", "knn", "nb"]
