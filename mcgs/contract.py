@@ -125,6 +125,7 @@ _RULES = {
     "kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
     "group_kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
     "time_split": "for each fold k >= 0: fit only on rows with fold == -1 or 0 <= fold < k (the past), predict rows with fold == k",
+    "holdout": "fold 0 is the only validated fold: fit on rows with fold != 0 (fold -1 rows only ever train), predict rows with fold == 0",
 }
 
 
@@ -169,7 +170,9 @@ def make_folds(spec: TaskSpec, train) -> "Any":
 
     Uses scikit-learn's splitters (``StratifiedKFold``, ``KFold``, ``GroupKFold`` with the
     scheme's seed). For ``time_split`` rows are ordered by the time column and cut into
-    ``n_splits + 1`` equal chunks; the first chunk gets fold -1 (never validated).
+    ``n_splits + 1`` equal chunks; the first chunk gets fold -1 (never validated). For ``holdout``
+    the first fold of a (stratified, for classification) k-fold split is fold 0 and every other
+    row gets fold -1.
 
     Args:
         spec: The task.
@@ -186,7 +189,8 @@ def make_folds(spec: TaskSpec, train) -> "Any":
     n = len(train)
     fold = np.full(n, -1, dtype=int)
     idx = np.arange(n)
-    if v.kind == "stratified_kfold":
+    stratified = v.kind == "stratified_kfold" or (v.kind == "holdout" and spec.task_kind in ("binary", "multiclass"))
+    if stratified:
         y = train[spec.target_columns[0]].astype(str).to_numpy()
         splits = StratifiedKFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx, y)
     elif v.kind == "group_kfold":
@@ -200,6 +204,8 @@ def make_folds(spec: TaskSpec, train) -> "Any":
         splits = KFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx)
     for k, (_, valid) in enumerate(splits):
         fold[valid] = k
+        if v.kind == "holdout":
+            break
     return pd.DataFrame({"row": idx, "fold": fold})
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "FINAL_ENSEMBLE_TAG",
     "honest_score",
     "fold_standard_error",
+    "second_level_folds",
     "gross_error_rows",
     "GROSS_ERROR_SD",
     "nested_ensemble_score",
@@ -453,12 +454,29 @@ def nested_ensemble_score(
     """
     ids = list(oofs)
     nested = np.zeros_like(np.asarray(oofs[ids[0]], dtype=float))
+    folds = second_level_folds(folds)
     for k in np.unique(folds):
         fit, held = folds != k, folds == k
         sel = select_ensemble(spec, y_true[fit], {i: oofs[i][fit] for i in ids}, max_steps=max_steps, gross_error_sd=gross_error_sd)
         chosen = list(sel.weights)
         nested[held] = blend_predictions(spec, [oofs[i][held] for i in chosen], [sel.weights[i] for i in chosen], sel.blend, sel.temperature)
     return score_predictions(spec, y_true, nested)
+
+
+def second_level_folds(folds: np.ndarray, parts: int = 5) -> np.ndarray:
+    """The folds a second level (ensemble selection's nested score, stacking, the fold standard
+    error) uses on the validated rows: the task's own folds, or, under a holdout (one validated
+    fold), ``parts`` interleaved parts of it (row ``i`` in part ``i % parts``).
+
+    Args:
+        folds: Fold of each validated row, shape (n,).
+
+    Returns:
+        Fold labels, shape (n,).
+    """
+    if len(np.unique(folds)) > 1:
+        return folds
+    return np.arange(len(folds)) % parts
 
 
 def fold_standard_error(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> float:
@@ -468,6 +486,7 @@ def fold_standard_error(spec: TaskSpec, y_true: np.ndarray, pred: np.ndarray, fo
         y_true, pred: Labels and predictions of the validated rows.
         folds: Fold of each of those rows, shape (n,).
     """
+    folds = second_level_folds(folds)
     scores = [score_predictions(spec, y_true[folds == k], pred[folds == k]) for k in np.unique(folds)]
     if len(scores) < 2:
         return 0.0

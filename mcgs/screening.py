@@ -24,7 +24,7 @@ from typing import Any
 
 from mcgs.direction import best_first
 from mcgs.coders import CoderAnswer
-from mcgs.task import TaskSpec, read_table
+from mcgs.task import TaskSpec, default_n_splits, read_table
 
 __all__ = ["PlanResult", "PlanQueue", "build_screen_task", "run_screen", "rank_plans", "save_plans", "load_plans"]
 
@@ -96,7 +96,8 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int) -> T
     """Write a row subsample of the task under ``dest`` and return its spec.
 
     Training rows: ``min(n_train, max_rows)``, stratified on the label for classification
-    (scikit-learn ``train_test_split``), in their original order. Test rows: the first
+    (scikit-learn ``train_test_split``), in their original order; a task validated on a holdout
+    is validated with k folds on the subsample. Test rows: the first
     :data:`SCREEN_TEST_ROWS` (and the matching sample-submission rows). Extra input files
     are linked, not copied.
     """
@@ -123,7 +124,11 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int) -> T
         link = dest / name
         if not link.exists():
             os.symlink(spec.data_dir / name, link)
-    return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows)})
+    validation = spec.validation
+    if validation.kind == "holdout":  # a holdout of a small subsample is noisy: k folds there
+        plain = "stratified_kfold" if spec.task_kind in ("binary", "multiclass") else "kfold"
+        validation = validation.model_copy(update={"kind": plain, "n_splits": default_n_splits(len(rows))})
+    return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows), "validation": validation})
 
 
 def run_screen(
