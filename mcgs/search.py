@@ -234,10 +234,8 @@ class Search:
         measurements): ``timeout_s`` (at least 1 s), the memory limit, the disk cap, the
         candidate's share of the CPU threads, no more than the cores other processes leave
         free (:class:`mcgs.sandbox.CoreMonitor`), or ``threads``; and the run's isolation."""
-        if threads is None:
-            share = max(1, self.settings.sandbox.cpu_threads // self.settings.workers)
-            threads = min(share, self.cores.start().free())
-        return SandboxLimits.for_run(self.settings, timeout_s, isolation=self.isolation, disk_mb=self.disk.cap_mb(), threads=threads)
+        return SandboxLimits.for_run(self.settings, timeout_s, isolation=self.isolation, disk_mb=self.disk.cap_mb(), threads=threads,
+                                     free_cores=self.cores.start().free())
 
     # ------------------------------------------------------------------ views
 

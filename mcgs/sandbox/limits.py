@@ -50,17 +50,20 @@ class SandboxLimits:
     max_processes: int = MAX_PROCESSES
 
     @classmethod
-    def for_run(cls, settings, timeout_s: float, *, isolation: str, disk_mb: float | None, threads: int | None = None) -> "SandboxLimits":
+    def for_run(cls, settings, timeout_s: float, *, isolation: str, disk_mb: float | None, threads: int | None = None,
+                free_cores: int | None = None) -> "SandboxLimits":
         """The limits every run of a search's node code gets (search, ensembles, export's
         measurements): ``timeout_s`` (at least 1 s), ``settings.sandbox``'s memory limit, the
-        candidate's share of the CPU threads among ``settings.workers`` (or ``threads``), the
-        run's resolved ``isolation`` and the workspace's ``disk_mb`` cap.
+        candidate's share of the CPU threads among ``settings.workers`` but no more than
+        ``free_cores`` (the cores other processes leave free, :mod:`mcgs.sandbox.cores`), or
+        ``threads``; the run's resolved ``isolation`` and the workspace's ``disk_mb`` cap.
 
         Args:
             settings: The run's :class:`mcgs.settings.SearchSettings`.
         """
         sandbox = settings.sandbox
-        threads = threads or max(1, sandbox.cpu_threads // settings.workers)
+        share = max(1, sandbox.cpu_threads // settings.workers)
+        threads = threads or max(1, min(share, free_cores or share))
         return cls(timeout_s=max(1.0, timeout_s), memory_mb=sandbox.memory_mb, cpu_threads=threads, isolation=isolation, disk_mb=disk_mb)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,117 @@
+"""Predict a candidate's run time from the data, its model and its parameters, calibrated on the
+run's own finished nodes (issue 33 §1).
+
+The prior follows the work a recipe program does: fits of the model on the training folds,
+each costing the model's ``relative_cost`` (its knowledge entry) times the data it sees:
+
+``seconds = OVERHEAD_S + UNIT_S * relative_cost * rows * features * rounds * classes * seeds * folds``
+
+* ``rows``: training rows / 5 000, raised to the family's exponent (1 for trees and linear
+  models; 1.5 for k-NN, whose brute-force search costs rows x test rows; 2 for kernel SVMs,
+  O(n^2) to O(n^3) in the rows: Bottou & Lin, *Support Vector Machine Solvers*, 2007);
+* ``features``: sqrt(features / 20), at least 0.5 (histogram trees scan each feature; columns
+  beyond a few dozen add less than linearly once they are sparse or constant);
+* ``rounds``: the config's boosting rounds or iterations over the entry's default (a cap under
+  early stopping, so the calibration absorbs how early it stops);
+* ``classes``: the number of classes for boosted trees on a multi-class task (one tree per class
+  per round), else 1; ``seeds``: ``n_seeds``; ``folds``: fits on all rows the fold scheme is
+  worth (k folds: k - 1; a holdout of 1/k: (k - 1) / k).
+
+``UNIT_S`` = 0.25 s and ``OVERHEAD_S`` = 2 s (Python, reading the data, writing the outputs)
+come from the default LightGBM program on the public suite with 2 threads
+(docs/results/early_stopping.md: 0.12-0.3 s per unit over 17 tasks). The scale is machine- and
+load-dependent, so each prediction is multiplied by a calibration learned from the run's own
+finished nodes: the mean log ratio actual / prior, over all nodes (the machine) and per model
+family (the family's own scale), each shrunk towards no correction by one pseudo-observation.
+FLAML's cost-frugal search (Wu, Wang, Li, Liu: *Frugal Optimization for Cost-related
+Hyperparameters*, AAAI 2021) is the reference for using such costs in choosing what to try.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable
+
+__all__ = ["CostModel", "fold_work", "prediction_error", "OVERHEAD_S", "UNIT_S"]
+
+OVERHEAD_S = 2.0
+UNIT_S = 0.25
+#: Parameters that count boosting rounds or iterations (the work grows linearly with them).
+ROUND_PARAMS = ("n_estimators", "iterations", "max_iter")
+#: Model entries that grow one tree per class per round on a multi-class task.
+PER_CLASS_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
+#: How a model's work grows with the training rows, by entry (1 when not listed).
+ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
+
+
+def fold_work(kind: str, n_splits: int) -> float:
+    """Fits on all training rows that a fold scheme is worth: ``k - 1`` for k folds (k fits on
+    (k-1)/k of the rows), ``(k-1)/k`` for a holdout of 1/k, ``k / 2`` for a time split (fold j
+    trains on the j chunks before it)."""
+    if kind == "holdout":
+        return (n_splits - 1) / n_splits
+    if kind == "time_split":
+        return n_splits / 2
+    return float(n_splits - 1)
+
+
+class CostModel:
+    """Run-time predictions for one task, calibrated as nodes finish.
+
+    Args:
+        profile: The task's data profile (:func:`mcgs.profile.profile_task`): ``n_train``,
+            ``n_features``, ``n_classes``, ``n_text``, ``task_kind``.
+        folds: :func:`fold_work` of the task's fold scheme.
+    """
+
+    def __init__(self, profile: dict[str, Any], folds: float = 4.0):
+        self.profile, self.folds = profile, folds
+        self._residuals: dict[str, list[float]] = {}
+
+    def prior_s(self, config: dict[str, Any]) -> float:
+        """The uncalibrated prediction for a recipe config, seconds.
+
+        Raises:
+            KeyError: the config's model is not a knowledge entry.
+        """
+        from mcgs.knowledge_base import get_entry
+
+        entry = get_entry(config["model"])
+        p = self.profile
+        rows = (max(1, p.get("n_train") or 1) / 5000.0) ** ROW_EXPONENT.get(entry.id, 1.0)
+        features = max(0.5, math.sqrt(max(1, p.get("n_features") or 1) / 20.0)) * (1 + (p.get("n_text") or 0))
+        defaults = entry.recipe.params if entry.recipe else {}
+        rounds = 1.0
+        for name in ROUND_PARAMS:
+            if name in config.get("params", {}) and defaults.get(name):
+                rounds = float(config["params"][name]) / float(defaults[name])
+        classes = float(p.get("n_classes") or 1) if entry.id in PER_CLASS_TREES and p.get("task_kind") == "multiclass" else 1.0
+        seeds = float(config.get("n_seeds", 1))
+        relative = entry.recipe.relative_cost if entry.recipe else 1.0
+        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * self.folds
+
+    def observe(self, config: dict[str, Any], actual_s: float) -> None:
+        """Learn from a finished node: its config and its run time, seconds (> 0)."""
+        if actual_s > 0 and config.get("model"):
+            self._residuals.setdefault(config["model"], []).append(math.log(actual_s / self.prior_s(config)))
+
+    def calibration(self, model: str) -> float:
+        """The factor the prior of ``model`` is multiplied by: exp(machine + family), each a
+        mean log ratio shrunk by one pseudo-observation of 0."""
+        everything = [r for rs in self._residuals.values() for r in rs]
+        machine = sum(everything) / (len(everything) + 1)
+        own = self._residuals.get(model, [])
+        family = sum(r - machine for r in own) / (len(own) + 1)
+        return math.exp(machine + family)
+
+    def predict_s(self, config: dict[str, Any]) -> float:
+        """The calibrated prediction for a recipe config, seconds."""
+        return self.prior_s(config) * self.calibration(config["model"])
+
+
+def prediction_error(pairs: Iterable[tuple[float, float]]) -> float | None:
+    """Median ``|log(predicted / actual)|`` over ``(predicted, actual)`` pairs (0 = exact;
+    log(2) = 0.69 = off by a factor of two); None without pairs."""
+    errors = [abs(math.log(p / a)) for p, a in pairs if p > 0 and a > 0]
+    return statistics.median(errors) if errors else None

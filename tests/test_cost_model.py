@@ -1,0 +1,48 @@
+"""The cost model: its prior follows the work a recipe program does, and its calibration learns
+the machine's and each family's scale from the run's finished nodes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mcgs.cost_model import CostModel, fold_work, prediction_error
+
+LGBM = {"model": "model.lightgbm", "params": {"n_estimators": 600}}
+
+
+def _profile(rows, features=20, kind="binary", classes=2, text=0):
+    return {"n_train": rows, "n_features": features, "task_kind": kind, "n_classes": classes, "n_text": text}
+
+
+def test_the_prior_grows_with_the_work_of_the_program():
+    small, large = CostModel(_profile(5_000)), CostModel(_profile(50_000))
+    assert large.prior_s(LGBM) - 2.0 == pytest.approx(10 * (small.prior_s(LGBM) - 2.0))  # linear in rows for trees
+    knn = {"model": "model.knn", "params": {}}
+    assert large.prior_s(knn) - 2.0 == pytest.approx(10 ** 1.5 * (small.prior_s(knn) - 2.0))  # brute-force search
+    more_rounds = {"model": "model.lightgbm", "params": {"n_estimators": 1200}}
+    assert small.prior_s(more_rounds) - 2.0 == pytest.approx(2 * (small.prior_s(LGBM) - 2.0))
+    multi = CostModel(_profile(5_000, kind="multiclass", classes=7))
+    assert multi.prior_s(LGBM) - 2.0 == pytest.approx(7 * (small.prior_s(LGBM) - 2.0))  # a tree per class per round
+    assert multi.prior_s({"model": "model.logistic_regression", "params": {}}) == small.prior_s({"model": "model.logistic_regression", "params": {}})
+    assert CostModel(_profile(5_000), folds=fold_work("holdout", 5)).prior_s(LGBM) < small.prior_s(LGBM)
+    assert (fold_work("kfold", 5), fold_work("holdout", 5), fold_work("time_split", 4)) == (4.0, 0.8, 2.0)
+
+
+def test_calibration_learns_the_machine_and_each_family_from_finished_nodes():
+    model = CostModel(_profile(20_000))
+    prior = model.prior_s(LGBM)
+    assert model.predict_s(LGBM) == prior  # nothing observed: the prior
+    for _ in range(5):  # this machine runs LightGBM 3x slower than the prior says
+        model.observe(LGBM, 3 * prior)
+    assert model.predict_s(LGBM) == pytest.approx(3 * prior, rel=0.25)
+    rf = {"model": "model.random_forest", "params": {}}
+    assert 1.5 * model.prior_s(rf) < model.predict_s(rf) < 3 * model.prior_s(rf)  # the machine's scale carries over, shrunk
+    model.observe({"model": "model.knn"}, 0.0)  # nothing to learn from a zero run time
+    assert model.calibration("model.knn") == model.calibration("model.ridge")
+
+
+def test_the_error_is_the_median_absolute_log_ratio():
+    assert prediction_error([(2.0, 1.0), (1.0, 1.0), (1.0, 4.0)]) == pytest.approx(math.log(2))
+    assert prediction_error([]) is None
