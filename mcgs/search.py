@@ -55,7 +55,7 @@ from mcgs.run_folder import (
     safe_url,
 )
 from mcgs.run_graph import LiveGraph
-from mcgs.sandbox import CoreMonitor, ExecutionResult, SandboxLimits
+from mcgs.sandbox import shared_monitor, ExecutionResult, SandboxLimits
 from mcgs.screening import PlanQueue
 from mcgs.settings import SearchSettings
 from mcgs.snapshot import nodes_dataframe, read_snapshot
@@ -138,7 +138,6 @@ class Search:
         self.disk = DiskGuard(run_dir, storage, run.id, self.budget.clock, self._stop, lambda msg: self.say(msg), lambda: self.settings,
                               read_only=read_only)
         self._isolation: str | None = None
-        self.cores = CoreMonitor()  # cores other processes leave free (started by the first candidate)
         if read_only:  # resolved when node code first runs (export's measurements)
             return
         self.isolation  # noqa: B018 - fail at once when the run's isolation is not available here
@@ -233,9 +232,9 @@ class Search:
         """The limits every run of this run's node code gets (search, ensembles, export's
         measurements): ``timeout_s`` (at least 1 s), the memory limit, the disk cap, the
         candidate's share of the CPU threads, no more than the cores other processes leave
-        free (:class:`mcgs.sandbox.CoreMonitor`), or ``threads``; and the run's isolation."""
+        free (:func:`mcgs.sandbox.shared_monitor`), or ``threads``; and the run's isolation."""
         return SandboxLimits.for_run(self.settings, timeout_s, isolation=self.isolation, disk_mb=self.disk.cap_mb(), threads=threads,
-                                     free_cores=self.cores.start().free())
+                                     free_cores=shared_monitor().free())
 
     # ------------------------------------------------------------------ views
 
@@ -315,7 +314,6 @@ class Search:
             return self._finish()
         finally:
             lock.close()
-            self.cores.stop()
 
     def _search_loop(self) -> None:
         """The baseline, the draft-plan screening, then expansions until a budget is spent, in
@@ -452,7 +450,6 @@ class Search:
             self._end_session()
 
     def _end_session(self) -> None:
-        self.cores.stop()
         if self._session is not None:
             lock, beat = self._session
             self._session = None

@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from mcgs.sandbox.classification import ExecutionResult, Outcome, classify, result_of_run
-from mcgs.sandbox.cores import CoreMonitor, available_cores, free_cores
+from mcgs.sandbox.cores import CoreMonitor, available_cores, free_cores, shared_monitor
 from mcgs.sandbox.environment import MARKER_ENV, OWNER_ENV, scrubbed_env
 from mcgs.sandbox.isolation import namespace_argv, namespace_isolation_available, resolve_isolation
 from mcgs.sandbox.limits import ISOLATION_NAMESPACES, ISOLATION_SESSION, SandboxLimits
@@ -96,6 +96,7 @@ __all__ = [
     "CoreMonitor",
     "available_cores",
     "free_cores",
+    "shared_monitor",
 ]
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 
-__all__ = ["available_cores", "other_busy_cores", "free_cores", "CoreMonitor"]
+__all__ = ["available_cores", "other_busy_cores", "free_cores", "CoreMonitor", "shared_monitor"]
 
 
 def available_cores() -> int:
@@ -116,3 +116,17 @@ class CoreMonitor:
     def free(self) -> int:
         """Cores free of other processes now (smoothed), at least 1."""
         return max(1, int(available_cores() - self._others + 0.5))
+
+
+_SHARED: CoreMonitor | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_monitor() -> CoreMonitor:
+    """The process's one :class:`CoreMonitor`, started on first use: every search in a process
+    reads it (one sampling thread, not one per search)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = CoreMonitor().start()
+        return _SHARED
