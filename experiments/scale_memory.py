@@ -1,0 +1,90 @@
+"""A search on a large suite task: its valid nodes and the peak memory of engine plus candidates
+(issue 33: on the >= 1 M-row task, a valid submission and >= 5 full-fidelity valid nodes with the
+peak memory of engine plus candidates below 8 GiB).
+
+``mcgs run`` runs as a child process (recipe coder); every 0.5 s the resident memory of its
+whole process tree is summed (psutil; RSS, which counts pages shared between processes once per
+process, so the figure is an upper bound). At the end the submission is graded on the suite's
+answers and the valid nodes are counted. Every node is at full fidelity today (no node runs on
+a subsample).
+
+Usage (from the repository root; the suite built by experiments/suite.py)::
+
+    .venv/bin/python experiments/scale_memory.py --suite /tmp/mcgs-suite --task military_branch \\
+        --time-budget 10m --work /tmp/mcgs-scale --report docs/results/scale_memory.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+
+def tree_rss(pid: int) -> int:
+    """Bytes of resident memory of ``pid`` and its descendants now."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mcgs.mlebench.bench import grade_suite_submission
+    from mcgs.snapshot import load_run
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", type=Path, required=True)
+    parser.add_argument("--task", default="military_branch")
+    parser.add_argument("--time-budget", default="10m")
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--report", type=Path)
+    args = parser.parse_args(argv)
+    run_dir = args.work / "run"
+    cmd = [sys.executable, "-m", "mcgs", "run", str(args.suite / "tasks" / args.task), "--out", str(run_dir),
+           "--time-budget", args.time_budget, "--coder", "recipe", "--seed", "0"]
+    peak, start = 0, time.monotonic()
+    with open(args.work / "stdout.txt", "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc.pid))
+            time.sleep(0.5)
+    wall = time.monotonic() - start
+    snap = load_run(run_dir)
+    valid = [n for n in snap.search_nodes if n.state.value == "valid"]
+    grade = grade_suite_submission(args.suite, args.task, run_dir / "best" / "submission.csv")
+    rows = snap.task.n_train + snap.task.n_test
+    lines = [
+        f"# A search on {args.task} ({rows:,} rows): valid nodes and peak memory", "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores. `mcgs run` exit code {proc.returncode}, wall {wall:.0f} s; "
+        f"validation: {snap.task.validation.kind} ({snap.task.validation.n_splits}).", "",
+        "| figure | value |", "|---|---|",
+        f"| valid nodes (all at full fidelity) | {len(valid)} of {len(snap.search_nodes)} |",
+        f"| held-out {snap.task.metric} of the submission | {grade['score']} (valid: {grade['valid_submission']}) |",
+        f"| peak resident memory of engine + candidates (sum of RSS) | {peak / 2**30:.2f} GiB |", "",
+        f"Command: `python experiments/scale_memory.py --suite SUITE --task {args.task} --time-budget {args.time_budget} "
+        f"--work WORK --report {args.report}`",
+    ]
+    page = "\n".join(lines) + "\n"
+    print(page)
+    if args.report:
+        args.report.write_text(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
