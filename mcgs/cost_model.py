@@ -37,10 +37,6 @@ __all__ = ["CostModel", "fold_work", "prediction_error", "OVERHEAD_S", "UNIT_S"]
 
 OVERHEAD_S = 2.0
 UNIT_S = 0.25
-#: Parameters that count boosting rounds or iterations (the work grows linearly with them).
-ROUND_PARAMS = ("n_estimators", "iterations", "max_iter")
-#: Model entries that grow one tree per class per round on a multi-class task.
-PER_CLASS_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -75,6 +71,7 @@ class CostModel:
         Raises:
             KeyError: the config's model is not a knowledge entry.
         """
+        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS
         from mcgs.knowledge_base import get_entry
 
         entry = get_entry(config["model"])
@@ -83,10 +80,10 @@ class CostModel:
         features = max(0.5, math.sqrt(max(1, p.get("n_features") or 1) / 20.0)) * (1 + (p.get("n_text") or 0))
         defaults = entry.recipe.params if entry.recipe else {}
         rounds = 1.0
-        for name in ROUND_PARAMS:
+        for name in COST_PARAMS:  # rounds or iterations: the work grows linearly with them
             if name in config.get("params", {}) and defaults.get(name):
                 rounds = float(config["params"][name]) / float(defaults[name])
-        classes = float(p.get("n_classes") or 1) if entry.id in PER_CLASS_TREES and p.get("task_kind") == "multiclass" else 1.0
+        classes = float(p.get("n_classes") or 1) if entry.id in BOOSTED_TREES and p.get("task_kind") == "multiclass" else 1.0
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
         return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * self.folds

@@ -55,7 +55,7 @@ from mcgs.run_folder import (
     safe_url,
 )
 from mcgs.run_graph import LiveGraph
-from mcgs.sandbox import shared_monitor, ExecutionResult, SandboxLimits
+from mcgs.sandbox import ExecutionResult, SandboxLimits, shared_monitor
 from mcgs.screening import PlanQueue
 from mcgs.settings import SearchSettings
 from mcgs.snapshot import nodes_dataframe, read_snapshot

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "setting_variables", "grouped_environment_names", "unknown_environment", "describe_settings_error"]
+__all__ = ["SearchSettings", "LLMSettings", "GROUPS", "flatten_groups", "ModelPrice", "parse_duration", "format_duration", "format_usd", "setting_choices", "setting_default", "settings_file", "setting_variables", "unknown_environment", "describe_settings_error"]
 
 SETTINGS_FILE_ENV = "MCGS_SETTINGS_FILE"
 DEFAULT_SETTINGS_FILE = "mcgs.toml"
@@ -430,7 +430,7 @@ class SearchSettings(BaseSettings):
         return flatten_groups(data)
 
     def _group(self, group: str):
-        names = _search_names() if group == "search" else GROUPS[group]
+        names = _all_groups()[group]
         return _group_model(group)(**{key: getattr(self, flat) for key, flat in names.items()})
 
     @property
@@ -480,7 +480,7 @@ def flatten_groups(data: Any, where: str = "") -> Any:
     if not isinstance(data, dict):
         return data
     data = dict(data)
-    for group, names in {**GROUPS, "search": _search_names()}.items():
+    for group, names in _all_groups().items():
         section = data.get(group)
         if section is None or (group == "ensemble" and not isinstance(section, dict)):
             continue  # absent, or the flat switch `ensemble` rather than its section
@@ -523,32 +523,33 @@ class _GroupedEnvironment:
 
         data = dict(self.source())
         upper = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("MCGS_")}
-        for group, names in grouped_environment_names().items():
-            section = {}
-            for key, var in names.items():
-                if var in upper:
-                    value = upper[var]
-                    if value.lstrip()[:1] in ("[", "{"):
-                        try:
-                            value = json.loads(value)
-                        except ValueError:
-                            pass  # pydantic names the variable's setting when it cannot read it
-                    flat = ({**GROUPS, "search": _search_names()}[group])[key]
-                    if f"MCGS_{flat.upper()}" in upper and upper[f"MCGS_{flat.upper()}"] != upper[var]:
-                        raise ValueError(f"MCGS_{flat.upper()} ({upper[f'MCGS_{flat.upper()}']!r}) and {var} ({upper[var]!r}) "
-                                         f"set the same setting {flat}; unset one")
-                    data.pop(flat, None)
-                    section[key] = value
-            if section:
-                data[group] = section
+        for var, (group, key, flat) in _grouped_variables().items():
+            if var not in upper:
+                continue
+            value = upper[var]
+            same = upper.get(f"MCGS_{flat.upper()}")
+            if same is not None and same != value:
+                raise ValueError(f"MCGS_{flat.upper()} ({same!r}) and {var} ({value!r}) set the same setting {flat}; unset one")
+            if value.lstrip()[:1] in ("[", "{"):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    pass  # pydantic names the variable's setting when it cannot read it
+            data.pop(flat, None)
+            data.setdefault(group, {})[key] = value
         return data
 
 
-def grouped_environment_names() -> dict[str, dict[str, str]]:
-    """group -> {name inside the group: its ``MCGS_<GROUP>__<NAME>`` variable}; ``llm`` is
-    left out (pydantic-settings reads ``MCGS_LLM__*`` itself)."""
-    return {group: {key: f"MCGS_{group.upper()}__{key.upper()}" for key in names}
-            for group, names in {**GROUPS, "search": _search_names()}.items()}
+def _all_groups() -> dict[str, dict[str, str]]:
+    """Every group, ``search`` included: group -> {name inside the group: flat field}."""
+    return {**GROUPS, "search": _search_names()}
+
+
+def _grouped_variables() -> dict[str, tuple[str, str, str]]:
+    """``MCGS_<GROUP>__<NAME>`` -> (group, name inside the group, flat field), every group but
+    ``llm`` (pydantic-settings reads ``MCGS_LLM__*`` itself)."""
+    return {f"MCGS_{group.upper()}__{key.upper()}": (group, key, flat)
+            for group, names in _all_groups().items() for key, flat in names.items()}
 
 
 def setting_variables(loc: tuple | list) -> list[str]:
@@ -562,9 +563,7 @@ def setting_variables(loc: tuple | list) -> list[str]:
         names = ["MCGS_" + "__".join(p.upper() for p in head)]
     else:
         flat = head[0] if head else "<NAME>"
-        names = [f"MCGS_{flat.upper()}"] + [var for group, vars_ in grouped_environment_names().items()
-                                             for key, var in vars_.items()
-                                             if ({**GROUPS, "search": _search_names()}[group]).get(key) == flat]
+        names = [f"MCGS_{flat.upper()}"] + [var for var, (_, _, field) in _grouped_variables().items() if field == flat]
     present = [n for n in names if n in {k.upper() for k in os.environ}]
     return present or names
 
@@ -584,7 +583,7 @@ def _group_model(group: str) -> type[BaseModel]:
     if group not in _GROUP_MODELS:
         from pydantic import create_model
 
-        names = _search_names() if group == "search" else GROUPS[group]
+        names = _all_groups()[group]
         fields = {key: (SearchSettings.model_fields[flat].annotation, SearchSettings.model_fields[flat]) for key, flat in names.items()}
         _GROUP_MODELS[group] = create_model(f"{group.capitalize()}Settings", __config__=ConfigDict(frozen=True), **fields)
     return _GROUP_MODELS[group]
@@ -645,7 +644,7 @@ def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     top = {name.upper() for name in SearchSettings.model_fields}
     nested = {f"LLM__{name.upper()}" for name in LLMSettings.model_fields}
-    grouped = {var[5:] for names in grouped_environment_names().values() for var in names.values()}
+    grouped = {var[5:] for var in _grouped_variables()}
     names = sorted(top | nested | grouped)
     known = set(names) | NOT_SETTINGS
     out = []

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mcgs.coders import CoderRequest
 
 __all__ = [
-    "FEATURE_ORDER", "COST_PARAMS", "feature_entries", "model_entries", "family", "default_config",
+    "FEATURE_ORDER", "COST_PARAMS", "BOOSTED_TREES", "feature_entries", "model_entries", "family", "default_config",
     "render_program", "mutate_params", "toggle_feature", "changes", "last_line",
     "written_by_recipe", "parent_not_recipe", "no_recipe_input",
 ]
@@ -37,8 +37,9 @@ FEATURE_ORDER = (
     "datetime_parts", "cyclical_time", "covariate_lags", "text_stats",
     "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
 )
-# Models whose templates stop boosting early on rows held out of each training fold.
-EARLY_STOPPING_MODELS = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
+# Gradient-boosted tree models: their templates stop early on rows held out of each training
+# fold, and on a multi-class task they grow one tree per class per round.
+BOOSTED_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
 
@@ -100,7 +101,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
             blocks.append(feats[flag].recipe.template)
             ids.append(feats[flag].id)
     ids += [model.id, "strategy.kfold_oof"]
-    if model.id in EARLY_STOPPING_MODELS:
+    if model.id in BOOSTED_TREES:
         ids.append("strategy.early_stopping")
     if config.get("n_seeds", 1) > 1:
         ids.append("strategy.seed_averaging")
