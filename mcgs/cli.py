@@ -739,7 +739,7 @@ def mlebench_grade(
 
 @mlebench_app.command("campaign")
 def mlebench_campaign(
-    competitions: str = typer.Option("", help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification; with --suite, task names (default: every suite task)."),
+    competitions: str = typer.Option(..., help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated search seeds."),
     time_budget: str = typer.Option("10m", help="Wall budget of each run."),
     data: Path = typer.Option(..., "--data", help="Folder of prepared competitions (mcgs mlebench prepare --out)."),
