@@ -27,7 +27,7 @@ import networkx as nx
 
 from mcgs.branches import Expansion, good_branches, stagnant_branch_at
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import mutate_params, toggle_feature, no_recipe_input
+from mcgs.coders.recipe_config import mutate_params, toggle_feature, no_recipe_input, written_by_recipe
 from mcgs.direction import best_first
 from mcgs.graph import branch_of
 from mcgs.knowledge_base import get_entry
@@ -67,10 +67,15 @@ def edges(exp: Expansion) -> list[tuple[int, EdgeKind, dict]]:
     return [(i, EdgeKind.FUSES, {}) for i in dict.fromkeys([exp.parent_id, *exp.references])]
 
 
+def _inputs(req: CoderRequest) -> tuple:
+    """What the request merges: the parent (for Fusion) and the references."""
+    return ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references
+
+
 def recipe_foreign(req: CoderRequest) -> str | None:
-    """Why the recipe coder cannot merge the request's inputs (the parent, for Fusion, and the
-    references: none is valid with a recipe config), or None."""
-    return no_recipe_input(((req.parent,) if req.operator is Operator.FUSION else ()) + req.references)
+    """Why the recipe coder cannot merge the request's inputs (none is valid with a recipe
+    config), or None."""
+    return no_recipe_input(_inputs(req))
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
@@ -80,7 +85,7 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     Raises:
         ValueError: no input is valid with a recipe config.
     """
-    inputs = [n for n in ((req.parent,) if req.operator is Operator.FUSION else ()) + req.references if n is not None and n.is_valid and n.config.get("model")]
+    inputs = [n for n in _inputs(req) if written_by_recipe(n) and n.is_valid]
     if not inputs:
         raise ValueError(f"{req.operator.value} needs at least one valid input with a recipe config")
     strongest = min(inputs, key=lambda n: (best_first(n.score, req.task.higher_is_better), n.seq))
