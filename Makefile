@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test demo test docs clean
+.PHONY: install install-test demo test docs clean autogluon-env
 
 # Debian and Ubuntu ship venv's pip installer (ensurepip) in a separate package, python3-venv,
 # that a machine with python3 and pip need not have: then the environment is created without
@@ -49,9 +49,18 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
+## AutoGluon for `mcgs bench --competitors autogluon_medium,autogluon_best`, in its own
+## environment (.venv-autogluon): autogluon.tabular pins an older pandas than mcgs, so it never
+## shares the engine's packages. LightGBM, CatBoost and XGBoost models; no PyTorch.
+AUTOGLUON_VERSION ?= 1.6.3
+autogluon-env:
+	$(PYTHON) -m venv .venv-autogluon
+	.venv-autogluon/bin/python -m pip install --quiet --upgrade pip
+	.venv-autogluon/bin/python -m pip install --quiet "autogluon.tabular[lightgbm,catboost,xgboost]==$(AUTOGLUON_VERSION)"
+
 ## Regenerate the CLI reference (docs/cli.md) from the commands' own help texts.
 docs: install
 	$(BIN)/typer mcgs.cli utils docs --name mcgs --output docs/cli.md
 
 clean:
-	rm -rf $(VENV) demo_run .pytest_cache *.egg-info
+	rm -rf $(VENV) .venv-autogluon demo_run .pytest_cache *.egg-info

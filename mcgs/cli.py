@@ -781,7 +781,7 @@ def mlebench_campaign(
 @app.command()
 def bench(
     competitions: str = typer.Option("", help="Comma-separated competition ids, e.g. spaceship-titanic,leaf-classification; with --suite, task names (default: every suite task)."),
-    competitors: str = typer.Option("mcgs,lightgbm,optuna,flaml", help="Comma-separated: mcgs, lightgbm (defaults), optuna (tuned LightGBM), flaml (AutoML)."),
+    competitors: str = typer.Option("mcgs,lightgbm,optuna,flaml", help="Comma-separated: mcgs, lightgbm (defaults), optuna (tuned LightGBM), flaml (AutoML), autogluon_medium, autogluon_best (AutoGluon's presets, in its own environment: make autogluon-env)."),
     time_budget: str = typer.Option("10m", help="Wall budget of every competitor on every competition."),
     seed: int = typer.Option(0, help="Seed given to every competitor."),
     threads: int = typer.Option(2, min=1, help="Threads (cores) every competitor may use."),
@@ -812,6 +812,13 @@ def bench(
         missing = [m for m, c in (("optuna", "optuna"), ("flaml", "flaml")) if c in names and importlib.util.find_spec(m) is None]
         if missing:
             raise _UserError(f"{' and '.join(missing)} not installed: run pip install -e \".[bench]\" in the mcgs checkout (or leave them out of --competitors)")
+        if any(n.startswith("autogluon") for n in names):
+            from mcgs.mlebench.competitors import autogluon_python
+
+            try:  # before hours of other pairs: AutoGluon's own environment must be there
+                autogluon_python()
+            except SystemExit as exc:
+                raise _UserError(str(exc).removeprefix("mcgs bench: ")) from None
         spec = BenchSpec(competitions=comps, competitors=names, time_budget_s=_duration("--time-budget", time_budget), data_dir=data or Path("data"),
                          out_dir=out_dir, raw_root=raw, seed=seed, threads=threads, suite_dir=suite)
         try:

@@ -68,6 +68,46 @@ def test_each_competitor_writes_a_submission_in_the_sample_format_within_its_bud
         assert wall < 6 * 3  # a tuner stops near its budget (overruns are measured by the bench, not bounded here)
 
 
+def _has_autogluon() -> bool:
+    from mcgs.mlebench.competitors import autogluon_python
+
+    try:
+        autogluon_python()
+    except SystemExit:
+        return False
+    return True
+
+
+def test_autogluon_without_its_environment_says_how_to_make_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCGS_AUTOGLUON_PYTHON", str(tmp_path / "nowhere" / "python"))
+    spec = _text_task(tmp_path / "t")
+    with pytest.raises(SystemExit, match="make autogluon-env"):
+        fit_competitor("autogluon_medium", spec.data_dir, tmp_path / "out", budget_s=30, threads=1, seed=0, log=lambda m: None)
+
+
+@pytest.mark.skipif(not _has_autogluon(), reason="no AutoGluon environment (make autogluon-env)")
+@pytest.mark.parametrize("kind", ["multiclass", "regression"])
+def test_autogluon_runs_in_its_own_environment_and_writes_a_submission(tmp_path, kind):
+    """AutoGluon's predictions come back from its own Python in the sample submission's layout;
+    the engine's pandas is not the one AutoGluon ran with."""
+    import subprocess
+
+    from mcgs.mlebench.competitors import autogluon_python
+
+    spec = make_task(tmp_path / "t", kind)
+    fit_competitor("autogluon_medium", spec.data_dir, tmp_path / "out", budget_s=40, threads=1, seed=0, log=lambda m: None)
+    sub = pd.read_csv(tmp_path / "out" / "submission.csv")
+    sample = pd.read_csv(spec.sample_submission_path)
+    assert list(sub.columns) == list(sample.columns) and len(sub) == len(sample) and sub.notna().all().all()
+    if kind == "multiclass":
+        probs = sub.drop(columns=[spec.id_column]).to_numpy()
+        assert np.allclose(probs.sum(axis=1), 1, atol=1e-3)
+    info = json.loads((tmp_path / "out" / "result.json").read_text())["details"][0]
+    assert info["presets"] == "medium_quality" and info["models"] >= 1
+    theirs = subprocess.run([str(autogluon_python()), "-c", "import pandas; print(pandas.__version__)"], capture_output=True, text=True).stdout.strip()
+    assert theirs != pd.__version__
+
+
 def test_regression_with_a_log_metric_and_two_targets_and_labels_as_the_submission_asks(tmp_path):
     spec = make_task(tmp_path / "r", "multi_target_regression")  # two targets, RMSLE
     fit_competitor("lightgbm", spec.data_dir, tmp_path / "r_out", budget_s=5, threads=1, seed=0, log=lambda m: None)

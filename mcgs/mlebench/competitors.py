@@ -28,6 +28,12 @@ Tuning details:
 * **flaml** - ``flaml.AutoML`` with its default estimator list and search (Wang et al., MLSys
   2021), ``time_budget`` = the budget less the time to read and featurise the data, the task's
   metric (RMSE on the log target for RMSLE-type metrics), FLAML's own retraining on all rows.
+* **autogluon_medium**, **autogluon_best** - AutoGluon's ``TabularPredictor`` (Erickson et al.,
+  *AutoGluon-Tabular*, 2020) with the ``medium_quality`` or ``best_quality`` preset, on the raw
+  shared columns (AutoGluon featurises them itself), the task's metric, ``time_limit`` = 90 % of
+  the budget left after writing the tables (the rest is for its predictions), ``num_cpus`` = the
+  threads. It runs in its own environment (:func:`autogluon_python`; ``make autogluon-env``
+  makes one): autogluon.tabular pins an older pandas than the engine's.
 
 Multi-target regression fits one model per target, each with an equal share of the budget.
 """
@@ -36,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,9 +54,17 @@ import pandas as pd
 
 from mcgs.task import TaskSpec, load_task, read_table
 
-__all__ = ["COMPETITORS", "plain_features", "submission_frame", "fit_competitor"]
+__all__ = ["COMPETITORS", "plain_features", "submission_frame", "fit_competitor", "autogluon_python", "AUTOGLUON_PRESETS"]
 
-COMPETITORS = ("lightgbm", "optuna", "flaml")
+#: AutoGluon's competitors and their presets.
+AUTOGLUON_PRESETS = {"autogluon_medium": "medium_quality", "autogluon_best": "best_quality"}
+COMPETITORS = ("lightgbm", "optuna", "flaml", *AUTOGLUON_PRESETS)
+#: The variable naming the Python of AutoGluon's own environment.
+AUTOGLUON_PYTHON_ENV = "MCGS_AUTOGLUON_PYTHON"
+# AutoGluon's names for the task metrics (autogluon.core.metrics); RMSLE-type metrics are RMSE on log1p(y)
+_AUTOGLUON_METRIC = {"roc_auc": "roc_auc", "log_loss": "log_loss", "accuracy": "accuracy", "rmse": "root_mean_squared_error",
+                     "rmsle": "root_mean_squared_error", "mean_column_rmsle": "root_mean_squared_error", "mae": "mean_absolute_error",
+                     "f1": "f1", "f1_macro": "f1_macro", "f1_micro": "f1_micro"}
 _TEXT_MIN_WORDS = 5.0
 _LOG_TARGET_METRICS = ("rmsle", "mean_column_rmsle")
 # FLAML's names for the task metrics it knows (flaml/automl/ml.py, sklearn_metric_loss_score)
@@ -287,6 +303,74 @@ class _Decoded:
 _FITTERS: dict[str, Callable] = {"lightgbm": _fit_lightgbm, "optuna": _fit_optuna, "flaml": _fit_flaml}
 
 
+def autogluon_python() -> Path:
+    """The Python of AutoGluon's own environment: ``$MCGS_AUTOGLUON_PYTHON``, else
+    ``.venv-autogluon/bin/python`` in the current folder or the repository (``make autogluon-env``).
+
+    Raises:
+        SystemExit: none of them is there, or it cannot import ``autogluon.tabular``; the
+            message says how to make one.
+    """
+    given = os.environ.get(AUTOGLUON_PYTHON_ENV)
+    repo = Path(__file__).resolve().parents[2]
+    candidates = [Path(given)] if given else [Path.cwd() / ".venv-autogluon/bin/python", repo / ".venv-autogluon/bin/python"]
+    how = (f"AutoGluon runs in its own environment (it pins an older pandas than mcgs): make one with `make autogluon-env` in the "
+           f"repository, or point {AUTOGLUON_PYTHON_ENV} at the python of an environment with autogluon.tabular")
+    python = next((c for c in candidates if c.is_file()), None)
+    if python is None:
+        raise SystemExit(f"mcgs bench: no AutoGluon environment at {', '.join(str(c) for c in candidates)}. {how}")
+    check = subprocess.run([str(python), "-c", "import autogluon.tabular"], capture_output=True, text=True)
+    if check.returncode != 0:
+        raise SystemExit(f"mcgs bench: {python} cannot import autogluon.tabular ({check.stderr.strip().splitlines()[-1:]}). {how}")
+    return python
+
+
+def _fit_autogluon(spec: TaskSpec, preset: str, out: Path, budget_s: float, threads: int, seed: int, log) -> tuple[np.ndarray, list[dict]]:
+    """AutoGluon on the raw shared columns, one predictor per target, in its own Python
+    (:mod:`mcgs.mlebench.autogluon_runner`). Returns the test predictions in contract layout and
+    one record per target."""
+    start = time.monotonic()
+    if spec.metric not in _AUTOGLUON_METRIC:
+        raise SystemExit(f"mcgs bench: no AutoGluon metric for {spec.metric!r}")
+    python = autogluon_python()
+    train, test = read_table(spec.train_path), read_table(spec.test_path)
+    drop = set(spec.target_columns) | ({spec.id_column} if spec.id_column else set())
+    cols = [c for c in train.columns if c in test.columns and c not in drop]
+    work = out / "autogluon"
+    work.mkdir(parents=True, exist_ok=True)
+    test[cols].to_csv(work / "test.csv", index=False)
+    classify = spec.task_kind in ("binary", "multiclass")
+    targets = _targets(spec)
+    preds, records = [], []
+    for i, (t, y) in enumerate(targets):
+        frame = train[cols].copy()
+        frame["__label__"] = y
+        frame.to_csv(work / "train.csv", index=False)
+        left = budget_s - (time.monotonic() - start)
+        limit = max(10.0, 0.9 * left / (len(targets) - i) - 5.0)
+        cmd = [str(python), str(Path(__file__).with_name("autogluon_runner.py")), "--train", str(work / "train.csv"),
+               "--test", str(work / "test.csv"), "--label", "__label__", "--problem-type", spec.task_kind if classify else "regression",
+               "--metric", _AUTOGLUON_METRIC[spec.metric], "--presets", preset, "--out", str(work / "pred.csv"),
+               "--info", str(work / "info.json"), "--path", str(work / f"models_{i}"), "--time-limit", f"{limit:.0f}",
+               "--cpus", str(threads), "--seed", str(seed)]
+        log(f"autogluon ({preset}): target {t}, time_limit {limit:.0f}s")
+        done = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr)
+        if done.returncode != 0:
+            raise SystemExit(f"mcgs bench: AutoGluon failed on target {t} (exit {done.returncode}); its output is in stderr.txt")
+        pred = pd.read_csv(work / "pred.csv")
+        if classify:
+            pred.columns = [str(c) for c in pred.columns]
+            layout = np.column_stack([pred[c].to_numpy(float) if c in pred.columns else np.zeros(len(pred)) for c in _classes(spec)])
+            if spec.task_kind == "binary":
+                layout = layout[:, [_classes(spec).index(str(spec.positive_class))]]
+        else:
+            values = pred["prediction"].to_numpy(float)
+            layout = (np.expm1(values) if spec.metric in _LOG_TARGET_METRICS else values)[:, None]
+        preds.append(layout)
+        records.append({"target": t, "time_limit_s": round(limit), **json.loads((work / "info.json").read_text())})
+    return np.hstack(preds), records
+
+
 def fit_competitor(name: str, task_dir: Path, out: Path, budget_s: float, threads: int, seed: int, log: Callable[[str], None] = print) -> dict:
     """Fit competitor ``name`` on the task and write ``out/submission.csv`` and ``out/result.json``.
 
@@ -306,20 +390,24 @@ def fit_competitor(name: str, task_dir: Path, out: Path, budget_s: float, thread
         SystemExit: an unknown competitor or a task kind the competitors do not handle.
     """
     start = time.monotonic()
-    if name not in _FITTERS:
+    if name not in _FITTERS and name not in AUTOGLUON_PRESETS:
         raise SystemExit(f"mcgs bench: unknown competitor {name!r}; choose from {', '.join(COMPETITORS)}")
     spec = load_task(task_dir)
-    X, X_test, info = plain_features(spec)
-    ready_s = time.monotonic() - start
-    preds, details = [], []
-    targets = _targets(spec)
-    for t, y in targets:
-        share = (budget_s - (time.monotonic() - start)) / (len(targets) - len(preds))
-        pred, detail = _FITTERS[name](spec, X, X_test, y, share, seed, threads, log)
-        preds.append(pred)
-        details.append({"target": t, **detail})
-    test_pred = np.hstack(preds)
     out.mkdir(parents=True, exist_ok=True)
+    if name in AUTOGLUON_PRESETS:  # its own featurisation, in its own environment
+        info, ready_s = {"featurisation": "autogluon's own"}, 0.0
+        test_pred, details = _fit_autogluon(spec, AUTOGLUON_PRESETS[name], out, budget_s, threads, seed, log)
+    else:
+        X, X_test, info = plain_features(spec)
+        ready_s = time.monotonic() - start
+        preds, details = [], []
+        targets = _targets(spec)
+        for t, y in targets:
+            share = (budget_s - (time.monotonic() - start)) / (len(targets) - len(preds))
+            pred, detail = _FITTERS[name](spec, X, X_test, y, share, seed, threads, log)
+            preds.append(pred)
+            details.append({"target": t, **detail})
+        test_pred = np.hstack(preds)
     submission_frame(spec, read_table(spec.test_path), test_pred).to_csv(out / "submission.csv", index=False)
     record = {"competitor": name, "features": info, "featurise_s": round(ready_s, 2), "fit_s": round(time.monotonic() - start, 2),
               "details": details}
