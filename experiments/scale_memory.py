@@ -5,8 +5,8 @@ peak memory of engine plus candidates below 8 GiB).
 ``mcgs run`` runs as a child process (recipe coder); every 0.5 s the resident memory of its
 whole process tree is summed (psutil; RSS, which counts pages shared between processes once per
 process, so the figure is an upper bound). At the end the submission is graded on the suite's
-answers and the valid nodes are counted. Every node is at full fidelity today (no node runs on
-a subsample).
+answers and the valid nodes are counted per fidelity (:mod:`mcgs.fidelity`: full fidelity is the
+data and fold scheme the final choice uses; lower ones are successive halving's subsamples).
 
 Usage (from the repository root; the suite built by experiments/suite.py)::
 
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-budget", default="10m")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--append", action="store_true", help="add to the report instead of replacing it")
     args = parser.parse_args(argv)
     run_dir = args.work / "run"
     cmd = [sys.executable, "-m", "mcgs", "run", str(args.suite / "tasks" / args.task), "--out", str(run_dir),
@@ -65,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
     wall = time.monotonic() - start
     snap = load_run(run_dir)
-    valid = [n for n in snap.search_nodes if n.state.value == "valid"]
+    valid = [n for n in snap.search_nodes if n.state.value == "valid" and n.full_fidelity]
+    low = [n for n in snap.search_nodes if not n.full_fidelity]
+    low_valid = [n for n in low if n.state.value == "valid"]
+    promoted = [n for n in snap.search_nodes if "promoted_from" in n.config]
     grade = grade_suite_submission(args.suite, args.task, run_dir / "best" / "submission.csv")
     rows = snap.task.n_train + snap.task.n_test
     lines = [
@@ -73,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores. `mcgs run` exit code {proc.returncode}, wall {wall:.0f} s; "
         f"validation: {snap.task.validation.kind} ({snap.task.validation.n_splits}).", "",
         "| figure | value |", "|---|---|",
-        f"| valid nodes (all at full fidelity) | {len(valid)} of {len(snap.search_nodes)} |",
+        f"| valid full-fidelity nodes | {len(valid)} of {len(snap.search_nodes) - len(low)} |",
+        f"| valid low-fidelity nodes (successive halving) | {len(low_valid)} of {len(low)} |",
+        f"| promotions (to the next rung) | {len(promoted)} |",
         f"| held-out {snap.task.metric} of the submission | {grade['score']} (valid: {grade['valid_submission']}) |",
         f"| peak resident memory of engine + candidates (sum of RSS) | {peak / 2**30:.2f} GiB |", "",
         f"Command: `python experiments/scale_memory.py --suite SUITE --task {args.task} --time-budget {args.time_budget} "
@@ -82,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     page = "\n".join(lines) + "\n"
     print(page)
     if args.report:
-        args.report.write_text(page)
+        args.report.write_text((args.report.read_text() + "\n" if args.append and args.report.is_file() else "") + page)
     return 0
 
 

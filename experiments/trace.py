@@ -16,8 +16,8 @@ machine busy in different ways can choose differently where two children are nea
 The draft-plan screening is timed too: a plan that passes its 60 s limit on a busy machine is
 ranked among the plans it could not judge, which changes the order of the drafts. Compare traces
 made on an idle machine, or pass ``--timing-free`` to every run being compared: it sets
-``MCGS_COST_PENALTY_SHARE=0``, ``MCGS_SCREEN_TIMEOUT_S=3600`` and ``MCGS_PER_RUN_TIMEOUT_S=3600``
-for the run, so the decisions depend on the seed and the scores alone. The last one matters on
+``MCGS_COST_PENALTY_SHARE=0``, ``MCGS_SCREEN_TIMEOUT_S=3600``, ``MCGS_PER_RUN_TIMEOUT_S=3600`` and
+``MCGS_TIMEOUT_FACTOR=0`` (no limit from the cost model's prediction) for the run, so the decisions depend on the seed and the scores alone. The last one matters on
 spaceship-titanic: a CatBoost node averaging three seeds of 2 000 rounds took about 300 s (the
 default per-candidate limit) on a busy machine, so two runs of the same code differed at node 15
 (valid in one, timed out in the other) until the limit was lifted.
@@ -91,7 +91,8 @@ def main() -> None:
     cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run_dir), "--coder", "recipe", "--seed", str(args.seed),
            "--max-nodes", str(args.max_nodes), "--workers", "1", "--time-budget", "10h"]
     t0 = time.monotonic()
-    env = {**os.environ, **({"MCGS_COST_PENALTY_SHARE": "0", "MCGS_SCREEN_TIMEOUT_S": "3600", "MCGS_PER_RUN_TIMEOUT_S": "3600"} if args.timing_free else {})}
+    env = {**os.environ, **({"MCGS_COST_PENALTY_SHARE": "0", "MCGS_SCREEN_TIMEOUT_S": "3600", "MCGS_PER_RUN_TIMEOUT_S": "3600",
+                                 "MCGS_TIMEOUT_FACTOR": "0"} if args.timing_free else {})}
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {res.returncode}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")

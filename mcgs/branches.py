@@ -82,6 +82,12 @@ def debug_depth(g: nx.DiGraph, v: int) -> int:
     return depth
 
 
+def _counts(n: FrozenNode | None) -> bool:
+    """Whether a node takes part in the branch bests and the global ranking: valid at full
+    fidelity (:mod:`mcgs.fidelity`: lower fidelities are compared among themselves only)."""
+    return n is not None and n.is_valid and n.full_fidelity
+
+
 def _better(a: FrozenNode, b: FrozenNode, higher_is_better: bool) -> bool:
     return better(a.score, b.score, higher_is_better)
 
@@ -93,14 +99,14 @@ def branch_members(g: nx.DiGraph, head: int) -> list[FrozenNode]:
 
 
 def branch_best(g: nx.DiGraph, head: int, higher_is_better: bool) -> tuple[FrozenNode | None, int]:
-    """The branch's best valid node (earliest wins ties) and the number of valid nodes of the
-    branch created after it (its spent patience). Cached on the graph per branch and kept up
+    """The branch's best full-fidelity valid node (earliest wins ties) and the number of such
+    nodes of the branch created after it (its spent patience). Cached on the graph per branch and kept up
     to date by :func:`mcgs.graph.update_graph` (a new valid node that does not beat the best
     adds one to the count; one that does, or an older one, has the branch recounted)."""
     entries = cache_entries(g, BRANCH_BEST_CACHE)
     if (head, higher_is_better) in entries:
         return entries[head, higher_is_better]
-    members = [m for m in branch_members(g, head) if m.is_valid]
+    members = [m for m in branch_members(g, head) if _counts(m)]
     if not members:
         entries[head, higher_is_better] = (None, 0)
         return None, 0
@@ -119,10 +125,10 @@ def update_branch_best(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
     for old, new in changes:
         h = head_of.get(new.id)
         for hib in (True, False):
-            if (h, hib) not in entries or new.is_valid == (old is not None and old.is_valid):
+            if (h, hib) not in entries or _counts(new) == _counts(old):
                 continue
             best, since = entries[h, hib]
-            if old is not None and old.is_valid:  # a valid node changed (storage never does this)
+            if _counts(old):  # a valid node changed (storage never does this)
                 del entries[h, hib]
             elif best is not None and new.seq > best.seq and not _better(new, best, hib):
                 entries[h, hib] = (best, since + 1)
@@ -137,14 +143,14 @@ def _rank_key(n: FrozenNode, higher_is_better: bool) -> tuple[float, int, int]:
 
 
 def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[float, int, int]]:
-    """Valid search nodes (ensembles aside), best first (earliest wins ties), as
+    """Valid full-fidelity search nodes (ensembles aside), best first (earliest wins ties), as
     ``(sort key, seq, node id)``. Cached on the graph and kept sorted by
     :func:`mcgs.graph.update_graph` (a new valid node is inserted by bisection), so the global
     top-K costs no sort of every node. The returned list is the cache: do not modify it."""
     entries = cache_entries(g, RANKING_CACHE)
     if higher_is_better not in entries:
         entries[higher_is_better] = sorted(
-            _rank_key(n, higher_is_better) for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE
+            _rank_key(n, higher_is_better) for n in valid_nodes(g) if n.operator is not Operator.ENSEMBLE  # full fidelity
         )
     return entries[higher_is_better]
 
@@ -152,9 +158,9 @@ def ranked_search_nodes(g: nx.DiGraph, higher_is_better: bool) -> list[tuple[flo
 def update_ranking(g: nx.DiGraph, cache: dict, changes, new_edges) -> bool:
     """The :func:`mcgs.graph.update_graph` updater of :func:`ranked_search_nodes`'s cache."""
     for old, new in changes:
-        if old is not None and old.is_valid:
+        if _counts(old):
             return False  # a valid node changed (storage never does this): rank again
-        if new.is_valid and new.operator is not Operator.ENSEMBLE:
+        if _counts(new) and new.operator is not Operator.ENSEMBLE:
             for hib, ranked in cache["entries"].items():
                 bisect.insort(ranked, _rank_key(new, hib))
     return True

@@ -33,10 +33,15 @@ import math
 import statistics
 from typing import Any, Iterable
 
-__all__ = ["CostModel", "fold_work", "prediction_error", "OVERHEAD_S", "UNIT_S"]
+__all__ = ["CostModel", "fold_work", "prediction_error", "run_cost_model", "candidate_limit", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S"]
 
 OVERHEAD_S = 2.0
 UNIT_S = 0.25
+#: A limit set from a prediction is never below this many seconds: a prediction is a few
+#: seconds for small data, where start-up noise (imports, a busy disk) is most of the run.
+MIN_PREDICTED_LIMIT_S = 30.0
+#: States whose run time is a full run of the program (a timeout's is only a lower bound).
+_OBSERVED_STATES = ("valid", "buggy", "invalid_output")
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -65,18 +70,30 @@ class CostModel:
         self.profile, self.folds = profile, folds
         self._residuals: dict[str, list[float]] = {}
 
-    def prior_s(self, config: dict[str, Any]) -> float:
-        """The uncalibrated prediction for a recipe config, seconds.
+    @classmethod
+    def for_task(cls, profile: dict[str, Any], validation) -> "CostModel":
+        """The cost model of a task: its profile and its fold scheme (a
+        :class:`mcgs.task.ValidationSpec`; folds left out count as the row count's default)."""
+        from mcgs.task import default_n_splits
+
+        kind = validation.kind or "kfold"
+        return cls(profile, fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1))))
+
+    def prior_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
+        """The uncalibrated prediction for a recipe config run on ``fidelity`` of the training
+        rows (:mod:`mcgs.fidelity`), seconds.
 
         Raises:
             KeyError: the config's model is not a knowledge entry.
         """
         from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS
         from mcgs.knowledge_base import get_entry
+        from mcgs.task import default_n_splits
 
         entry = get_entry(config["model"])
         p = self.profile
-        rows = (max(1, p.get("n_train") or 1) / 5000.0) ** ROW_EXPONENT.get(entry.id, 1.0)
+        n = max(1.0, (p.get("n_train") or 1) * fidelity)
+        rows = (n / 5000.0) ** ROW_EXPONENT.get(entry.id, 1.0)
         features = max(0.5, math.sqrt(max(1, p.get("n_features") or 1) / 20.0)) * (1 + (p.get("n_text") or 0))
         defaults = entry.recipe.params if entry.recipe else {}
         rounds = 1.0
@@ -86,12 +103,13 @@ class CostModel:
         classes = float(p.get("n_classes") or 1) if entry.id in BOOSTED_TREES and p.get("task_kind") == "multiclass" else 1.0
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
-        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * self.folds
+        folds = self.folds if fidelity >= 1 else fold_work("kfold", default_n_splits(int(n)))  # a subsample's own k folds
+        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * folds
 
-    def observe(self, config: dict[str, Any], actual_s: float) -> None:
-        """Learn from a finished node: its config and its run time, seconds (> 0)."""
+    def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
+        """Learn from a finished node: its config, its fidelity and its run time, seconds (> 0)."""
         if actual_s > 0 and config.get("model"):
-            self._residuals.setdefault(config["model"], []).append(math.log(actual_s / self.prior_s(config)))
+            self._residuals.setdefault(config["model"], []).append(math.log(actual_s / self.prior_s(config, fidelity)))
 
     def calibration(self, model: str) -> float:
         """The factor the prior of ``model`` is multiplied by: exp(machine + family), each a
@@ -102,9 +120,49 @@ class CostModel:
         family = sum(r - machine for r in own) / (len(own) + 1)
         return math.exp(machine + family)
 
-    def predict_s(self, config: dict[str, Any]) -> float:
+    def predict_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
         """The calibrated prediction for a recipe config, seconds."""
-        return self.prior_s(config) * self.calibration(config["model"])
+        return self.prior_s(config, fidelity) * self.calibration(config["model"])
+
+
+def run_cost_model(search) -> CostModel:
+    """A run's cost model, calibrated on every node of the run that ran to its end with a
+    recipe config (valid, buggy or with invalid output; a timeout's run time is only a lower
+    bound). Rebuilt from storage, so a resumed run predicts as the run that stopped did."""
+    from mcgs.knowledge_base import get_entry
+
+    model = CostModel.for_task(search.profile, search.task.validation)
+    for n in search.nodes():
+        if n.config.get("model") and n.runtime_s and n.state.value in _OBSERVED_STATES:
+            try:
+                get_entry(n.config["model"])
+            except KeyError:
+                continue
+            model.observe(n.config, n.runtime_s, n.fidelity)
+    return model
+
+
+def candidate_limit(search, node, fixed_s: float) -> tuple[float, float | None]:
+    """A candidate's own time limit: ``timeout_factor`` x the cost model's prediction of its
+    run time, at least :data:`MIN_PREDICTED_LIMIT_S`, at most ``fixed_s`` (the run's limit of
+    one candidate). A program without a recipe config (an LLM's, a baseline), an unknown model
+    entry, or ``timeout_factor = 0`` gets ``fixed_s``.
+
+    Returns:
+        ``(limit_s, predicted_s)``; ``predicted_s`` is None when nothing was predicted.
+    """
+    from mcgs.knowledge_base import get_entry
+
+    factor = search.settings.timeout_factor
+    model = node.config.get("model")
+    if factor <= 0 or not model or node.config.get("baseline"):
+        return fixed_s, None
+    try:
+        get_entry(model)
+    except KeyError:
+        return fixed_s, None
+    predicted = run_cost_model(search).predict_s(node.config, node.fidelity)
+    return min(fixed_s, max(MIN_PREDICTED_LIMIT_S, factor * predicted)), predicted
 
 
 def prediction_error(pairs: Iterable[tuple[float, float]]) -> float | None:

@@ -16,6 +16,7 @@ stays small and this is where a Ray or Dask executor would plug in.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -30,7 +31,8 @@ from mcgs.coders import CoderStop
 from mcgs.contract import prepare_workspace
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator, RunStatus
 from mcgs.run_folder import RunError
-from mcgs.sandbox import run_program
+from mcgs.cost_model import candidate_limit
+from mcgs.sandbox import Outcome, run_program
 from mcgs.settings import SearchSettings
 from mcgs.verdicts import judge, record_verdict
 
@@ -176,19 +178,21 @@ def retry_interrupted(search) -> list[FrozenNode]:
             extra.setdefault(e.dst, []).append((e.src, e.kind, e.data))
     return [search.storage.add_node(search.run_id, parent_id=n.parent_id, operator=n.operator, plan=n.plan, code=n.code,
                                     config={**n.config, "retry_of": n.seq}, knowledge_ids=n.knowledge_ids,
-                                    extra_edges=extra.get(n.id, ()), review=n.review)
+                                    extra_edges=extra.get(n.id, ()), review=n.review, fidelity=n.fidelity)
             for n in todo]
 
 
 def prepare_node_workspace(search, node: FrozenNode) -> tuple[Path, str | None]:
-    """Create ``node``'s workspace (its program, ``input`` linked to the run's input; for an
+    """Create ``node``'s workspace (its program, ``input`` linked to the run's input, or to its
+    fidelity's subsample (:mod:`mcgs.fidelity`); for an
     ensemble node, its members' predictions under ``members/``) and mark the node RUNNING.
 
     Returns:
         The workspace, and None, or why the node cannot run (an ensemble member's artifacts
         are lost): the caller records it ``invalid_output``.
     """
-    ws = search.disk.with_space(lambda: prepare_workspace(search.input_dir, search.node_dir(node), node.code), search.node_dir(node))
+    inp = search.fidelity.input_dir(node.fidelity)
+    ws = search.disk.with_space(lambda: prepare_workspace(inp, search.node_dir(node), node.code), search.node_dir(node))
     problem = None
     if node.operator is Operator.ENSEMBLE:
         try:
@@ -220,14 +224,19 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
     if problem is not None:
         return record_verdict(search, node, NodeState.INVALID_OUTPUT, None, problem, None)
     timeout = max(1.0, timeout)
+    # the node's own limit: the cost model's (mcgs.cost_model.candidate_limit) or the fixed one
+    own, predicted = candidate_limit(search, node, max(timeout, search.settings.node_limit_s))
     # a limit below the node's own is the end of the run's budget: a program still running
     # then is cancelled (no verdict), not timed out
-    own = max(timeout, search.settings.node_limit_s)
     cut = timeout if timeout < own - 1e-6 else None
     result = run_program(ws, "solution.py", search.sandbox_limits(own), extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event,
                          cancel_after_s=cut)
     if search.stop_requested:  # stopped by the user: no verdict on the program
         raise KeyboardInterrupt("stop requested")
+    if result.outcome is Outcome.TIMEOUT and predicted is not None:
+        result = dataclasses.replace(result, error=f"{result.error} (its limit: {search.settings.timeout_factor:g} x the {predicted:.0f} s "
+                                                   f"the cost model predicted for it; the run's limit of one candidate is "
+                                                   f"{search.settings.node_limit_s:.0f} s)")
     return judge(search, node, result)
 
 

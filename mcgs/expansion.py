@@ -13,7 +13,9 @@ a rejected one is finished at once with its reasons. Running the program is the 
 from __future__ import annotations
 
 from mcgs.coders import CoderAnswer
+from mcgs.fidelity import Promotion, child_fidelity, fidelity_label, next_promotion
 from mcgs.graph import newest_node
+from mcgs.graph import node as node_of
 from mcgs.node import FrozenNode, Operator
 from mcgs.operators import OperatorContext, build_request
 from mcgs.operators import edges as operator_edges
@@ -22,7 +24,7 @@ from mcgs.operators.ensemble import build_ensemble, ensemble_due
 from mcgs.policy import select_expansion
 from mcgs.verdicts import reject
 
-__all__ = ["launch"]
+__all__ = ["launch", "promote"]
 
 
 def launch(search) -> tuple[FrozenNode, float, int] | None:
@@ -46,6 +48,10 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
     g = search.graph()
     if ensemble_due(search, g) and build_ensemble(search, reason="ensemble during the search") is not None:
         return None
+    levels = search.fidelity.levels()
+    promotion = next_promotion(g, levels, search.settings.halving_eta, search.task.higher_is_better)
+    if promotion is not None:
+        return promote(search, promotion)
     exp = select_expansion(g, search.settings, progress=search.clock.progress, higher_is_better=search.task.higher_is_better, rng=search.rng,
                            policy=search.policy)
     seq_next = newest_node(g).seq + 1
@@ -61,10 +67,12 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
         verdict = search.coder.review_program(review.code, request)
         if verdict is not None:
             review = review.with_model_review(verdict)
+    fidelity = child_fidelity(exp.operator, node_of(g, exp.parent_id), levels)
+    search.fidelity.input_dir(fidelity)  # its subsample is written before any worker may claim the node
     node = search.storage.add_node(
         search.run_id, parent_id=exp.parent_id, operator=exp.operator, plan=f"[{exp.reason}] {answer.plan}", code=review.code,
         config=answer.config, knowledge_ids=answer.knowledge_ids, extra_edges=operator_edges(exp), review=review.as_dict(),
-        owner=search.owner, lease_s=search.settings.lease_s,
+        owner=search.owner, lease_s=search.settings.lease_s, fidelity=fidelity,
     )
     if answer.ledger_ids:  # calls made before the node had a number (a screened draft plan)
         search.storage.assign_llm_calls(search.run_id, answer.ledger_ids, node.seq)
@@ -72,3 +80,19 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
         reject(search, node, review)
         return None
     return node, search.budget.node_timeout(), ctx.seed
+
+
+def promote(search, promotion: Promotion) -> tuple[FrozenNode, float, int]:
+    """Store and claim the node successive halving promotes (:func:`mcgs.fidelity.next_promotion`):
+    the low-fidelity node's program, unchanged and already reviewed, one rung up, as its
+    Improve child (no coder call)."""
+    low = promotion.node
+    search.fidelity.input_dir(promotion.fidelity)
+    node = search.storage.add_node(
+        search.run_id, parent_id=low.id, operator=Operator.IMPROVE, plan=f"[promotion] {promotion.plan}", code=low.code,
+        config={**low.config, "promoted_from": low.seq}, knowledge_ids=low.knowledge_ids, review=low.review,
+        owner=search.owner, lease_s=search.settings.lease_s, fidelity=promotion.fidelity,
+    )
+    search.say(f"node {node.seq}: node {low.seq} promoted to fidelity {fidelity_label(promotion.fidelity)} "
+               f"(rank {promotion.rank} of {promotion.of} at {fidelity_label(low.fidelity)})")
+    return node, search.budget.node_timeout(), search.node_seed(node)

@@ -548,7 +548,7 @@ def export_node(run, out_dir: str | Path, node_seq: int | None = None) -> Export
         final = run.chosen_node
         if final is None:
             raise ExportError("the run has no valid node to export")
-        singles = sorted((n for n in nodes.values() if n.is_valid and n.operator is not Operator.ENSEMBLE),
+        singles = sorted((n for n in nodes.values() if n.is_valid and n.full_fidelity and n.operator is not Operator.ENSEMBLE),
                          key=lambda n: (best_first(n.score, run.task.higher_is_better), n.seq))
         candidates = [final] + [n for n in singles if n.id != final.id]  # the chosen node, then the best single nodes
     rejected: list[dict[str, Any]] = []

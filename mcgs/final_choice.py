@@ -113,7 +113,7 @@ def choice_notes(nodes, chosen, higher_is_better: bool) -> list[tuple[str, str]]
         return -best_first(n.score, higher_is_better)
 
     notes = []
-    valid = [n for n in nodes if n.is_valid]
+    valid = [n for n in nodes if n.is_valid and n.full_fidelity]
     ens = [n for n in valid if n.operator.value == "ensemble"]
     singles = [n for n in valid if n.operator.value != "ensemble"]
     if chosen.operator.value != "ensemble":

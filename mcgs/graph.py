@@ -20,6 +20,7 @@ is rebuilt on its next use. This module holds no state of its own.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterable, Iterator, Mapping
 
 import networkx as nx
@@ -270,13 +271,14 @@ def branch_node_ids(g: nx.DiGraph, head: int) -> list[int]:
     return list(_derived(g)["members"].get(head, [head]))
 
 
-def valid_nodes(g: nx.DiGraph) -> list[FrozenNode]:
-    """All VALID nodes with a score, in creation order."""
-    return [n for n in nodes_by_seq(g) if n.is_valid]
+def valid_nodes(g: nx.DiGraph, fidelity: float = 1.0) -> list[FrozenNode]:
+    """The VALID nodes with a score of one fidelity (full by default: the nodes the final choice
+    and ensembles compare; :mod:`mcgs.fidelity`), in creation order."""
+    return [n for n in nodes_by_seq(g) if n.is_valid and math.isclose(n.fidelity, fidelity)]
 
 
 def best_node(g: nx.DiGraph, higher_is_better: bool) -> FrozenNode | None:
-    """The valid node with the best score (earliest wins ties), or None."""
+    """The full-fidelity valid node with the best score (earliest wins ties), or None."""
     best = None
     for n in valid_nodes(g):
         if best is None or better(n.score, best.score, higher_is_better):

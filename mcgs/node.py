@@ -139,6 +139,9 @@ class FrozenNode:
         attempts: How many times the node was claimed (more than one: a worker was lost and
             the node retried).
         role: :class:`NodeRole` (the final ensemble, or a search candidate).
+        fidelity: Share of the training rows the program saw, in (0, 1]; 1 is full fidelity
+            (the data and fold scheme the final choice uses). Scores are compared only between
+            nodes of one fidelity (:mod:`mcgs.fidelity`).
     """
 
     id: int
@@ -164,10 +167,17 @@ class FrozenNode:
     owner: str | None = None
     attempts: int = 0
     role: NodeRole = NodeRole.CANDIDATE
+    fidelity: float = 1.0
 
     @property
     def is_valid(self) -> bool:
         return self.state is NodeState.VALID and self.score is not None
+
+    @property
+    def full_fidelity(self) -> bool:
+        """Whether the node ran on the full data (its score may be compared with the final
+        choice's candidates)."""
+        return self.fidelity >= 1.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ def best_so_far(nodes, higher_is_better: bool) -> list[tuple[float, float]]:
     t0 = min(n.created_at for n in nodes if n.created_at is not None)
     higher = higher_is_better
     best, out = None, []
-    for n in sorted((n for n in nodes if n.is_valid), key=lambda n: n.finished_at):
+    for n in sorted((n for n in nodes if n.is_valid and n.full_fidelity), key=lambda n: n.finished_at):
         if best is None or (n.score > best if higher else n.score < best):
             best = n.score
         out.append(((n.finished_at - t0).total_seconds(), best))

@@ -56,6 +56,7 @@ from mcgs.run_folder import (
 )
 from mcgs.run_graph import LiveGraph
 from mcgs.sandbox import ExecutionResult, SandboxLimits, shared_monitor
+from mcgs.fidelity import FidelityData
 from mcgs.screening import PlanQueue
 from mcgs.settings import SearchSettings
 from mcgs.snapshot import nodes_dataframe, read_snapshot
@@ -127,6 +128,7 @@ class Search:
         self._stop = threading.Event()
         self.ensemble_state = EnsembleState()
         self.plans = PlanQueue(self)  # screened draft plans, best first (multi-plan drafting)
+        self.fidelity = FidelityData(self)  # the input and labels of each fidelity (successive halving)
         self.say: Callable[[str], None] = logger.info  # one-line messages for the user (the CLI prints them)
         self.verdict_lock = threading.RLock()  # one verdict at a time (mcgs.verdicts)
         self._coder_stop: str | None = None  # the coder's message when it asked the run to stop (LLM budget)

@@ -280,6 +280,20 @@ class SearchSettings(BaseSettings):
         screen_rows: Training rows of the screening subsample.
         screen_timeout_s: Time limit of one screening run, seconds.
         screen_share: Share of the wall budget the screening may take in all.
+        halving_rungs: Lower fidelities (row subsamples) the search may run candidates at, for
+            asynchronous successive halving (:mod:`mcgs.fidelity`); 0 = every node runs on the
+            full data.
+        halving_eta: The halving factor: each rung has ``1 / eta`` of the rows of the one above,
+            and a rung's top ``1 / eta`` is promoted (3, as in Hyperband and ASHA: Li et al.,
+            JMLR 2018; MLSys 2020).
+        halving_min_rows: Training rows the lowest rung keeps at least; a task with fewer than
+            ``eta`` times this many rows runs at full fidelity only. 25 000 is ours, not yet
+            measured: a lowest rung that large is bigger than most of the public suite's whole
+            tasks, where a full-fidelity node already costs seconds.
+        timeout_factor: A recipe candidate's time limit is this many times the cost model's
+            prediction of its run time (:mod:`mcgs.cost_model`), at least
+            :data:`mcgs.budget.MIN_PREDICTED_LIMIT_S`, at most the limit above; 0 = the fixed
+            limit for every candidate.
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).
         keep_workspaces: Keep ``working/`` of failed nodes (default removes them to save disk).
@@ -363,6 +377,10 @@ class SearchSettings(BaseSettings):
     screen_rows: int = Field(2000, ge=50)
     screen_timeout_s: float = Field(60.0, gt=0)
     screen_share: float = Field(0.1, ge=0, le=0.5)
+    halving_rungs: int = Field(2, ge=0, le=4)
+    halving_eta: int = Field(3, ge=2)
+    halving_min_rows: int = Field(25_000, ge=100)
+    timeout_factor: float = Field(4.0, ge=0)
     branch_stagnation: int = Field(3, ge=1)
     global_stagnation: int = Field(4, ge=1)
     graph_children: int = Field(2, ge=0)

@@ -145,19 +145,19 @@ class RunSnapshot:
 
     @property
     def best_node(self) -> FrozenNode | None:
-        """The valid node with the best score in the task's direction, ensembles included (the
+        """The full-fidelity valid node with the best score in the task's direction, ensembles included (the
         earliest on a tie; :func:`mcgs.graph.best_node`), or None."""
         best = None
         for n in self.nodes:
-            if n.is_valid and (best is None or better(n.score, best.score, self.task.higher_is_better)):
+            if n.is_valid and n.full_fidelity and (best is None or better(n.score, best.score, self.task.higher_is_better)):
                 best = n
         return best
 
     @property
     def best_single_node(self) -> FrozenNode | None:
-        """The valid non-ensemble node with the best score in the task's direction (the
+        """The full-fidelity valid non-ensemble node with the best score in the task's direction (the
         earliest on a tie), or None."""
-        singles = [n for n in self.nodes if n.is_valid and n.operator is not Operator.ENSEMBLE]
+        singles = [n for n in self.nodes if n.is_valid and n.full_fidelity and n.operator is not Operator.ENSEMBLE]
         if not singles:
             return None
         return min(singles, key=lambda n: (best_first(n.score, self.task.higher_is_better), n.seq))
@@ -242,7 +242,8 @@ def nodes_dataframe(nodes):
     Optuna's ``trials_dataframe``.
 
     Columns: ``seq`` (node number), ``id``, ``parent_seq``, ``operator``, ``state``, ``score``
-    (engine CV score in the task metric; NaN unless valid), ``reward``, ``runtime_s``, ``depth``,
+    (engine CV score in the task metric; NaN unless valid), ``fidelity`` (share of the training
+    rows the node saw; scores compare within one fidelity), ``reward``, ``runtime_s``, ``depth``,
     ``attempts``, ``owner``, ``plan``, ``error``, ``knowledge_ids`` (comma-separated),
     ``created_at``, ``finished_at`` (UTC).
     """
@@ -252,14 +253,14 @@ def nodes_dataframe(nodes):
     rows = [
         {
             "seq": n.seq, "id": n.id, "parent_seq": seq_of.get(n.parent_id), "operator": n.operator.value, "state": n.state.value,
-            "score": n.score, "reward": n.reward, "runtime_s": n.runtime_s, "depth": n.depth, "attempts": n.attempts,
+            "score": n.score, "fidelity": n.fidelity, "reward": n.reward, "runtime_s": n.runtime_s, "depth": n.depth, "attempts": n.attempts,
             "owner": n.owner, "plan": n.plan, "error": n.error, "knowledge_ids": ",".join(n.knowledge_ids),
             "created_at": n.created_at, "finished_at": n.finished_at,
         }
         for n in nodes
         if n.parent_id is not None
     ]
-    columns = ["seq", "id", "parent_seq", "operator", "state", "score", "reward", "runtime_s", "depth", "attempts",
+    columns = ["seq", "id", "parent_seq", "operator", "state", "score", "fidelity", "reward", "runtime_s", "depth", "attempts",
                "owner", "plan", "error", "knowledge_ids", "created_at", "finished_at"]
     df = pd.DataFrame(rows, columns=columns)
     df["score"] = df["score"].astype(float)

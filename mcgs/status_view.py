@@ -64,7 +64,7 @@ def status_view(snap) -> Group:
         single = snap.best_single_node
         if single is not None:
             parts.append(Text(f"best single node {single.seq}: {task.metric} {single.score:.6f}; lineage: {_lineage(single, by_id)}"))
-    valid = sorted((n for n in nodes if n.is_valid), key=lambda n: n.score, reverse=task.higher_is_better)[:TOP_K]
+    valid = sorted((n for n in nodes if n.is_valid and n.full_fidelity), key=lambda n: n.score, reverse=task.higher_is_better)[:TOP_K]
     if valid:
         top = Table(title=f"top {len(valid)} nodes", title_justify="left")
         for col in ("node", "operator", task.metric, "runtime (s)", "plan"):

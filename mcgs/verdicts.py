@@ -64,7 +64,7 @@ def judge(search, node: FrozenNode, result: ExecutionResult) -> FrozenNode:
     score = None
     if state is NodeState.VALID:
         try:
-            score = evaluate_workspace(search.labels, ws, max_bytes=search.max_output_bytes).score
+            score = evaluate_workspace(search.fidelity.labels(node.fidelity), ws, max_bytes=search.max_output_bytes).score
         except OutputError as exc:
             state, error = NodeState.INVALID_OUTPUT, str(exc)
     if state is NodeState.BUGGY and result.traceback_tail:
@@ -81,7 +81,8 @@ def record_verdict(search, node: FrozenNode, state: NodeState, score: float | No
     program never ran) and do what follows a finished node. A node whose claim this process
     lost meanwhile (its lease lapsed and another worker took it) is left as stored."""
     with search.verdict_lock:  # one verdict at a time: rewards see every earlier verdict
-        prior = [n.score for n in valid_nodes(search.graph()) if n.operator is not Operator.ENSEMBLE]
+        # rewards compare a node with the nodes of its own fidelity only (mcgs.fidelity)
+        prior = [n.score for n in valid_nodes(search.graph(), node.fidelity) if n.operator is not Operator.ENSEMBLE]
         reward = None if state is NodeState.INTERRUPTED else compute_reward(state, score, prior, search.task.higher_is_better,
                                                                             search.settings.improvement_threshold)
         try:
@@ -99,7 +100,7 @@ def record_verdict(search, node: FrozenNode, state: NodeState, score: float | No
 def reject(search, node: FrozenNode, review) -> FrozenNode:
     """Finish a node the Code Review rejected (never run), with its reasons."""
     with search.verdict_lock:
-        prior = [n.score for n in valid_nodes(search.graph()) if n.operator is not Operator.ENSEMBLE]
+        prior = [n.score for n in valid_nodes(search.graph(), node.fidelity) if n.operator is not Operator.ENSEMBLE]
         finished = search.storage.finish_node(
             node.id, state=NodeState.REJECTED, reward=compute_reward(NodeState.REJECTED, None, prior, search.task.higher_is_better),
             error="code review rejected the program: " + "; ".join(review.reasons), runtime_s=0.0,
@@ -110,7 +111,7 @@ def reject(search, node: FrozenNode, review) -> FrozenNode:
 
 def _after_node(search, node: FrozenNode, prior: list[float]) -> None:
     if not search.is_worker:  # the run's own process keeps best/ and the clock
-        if node.is_valid and node.operator is not Operator.ENSEMBLE and (not prior or is_better(node.score, prior, search.task.higher_is_better)):
+        if node.is_valid and node.full_fidelity and node.operator is not Operator.ENSEMBLE and (not prior or is_better(node.score, prior, search.task.higher_is_better)):
             search.export_best(node)
         save_progress(search)
     for cb in search.callbacks:

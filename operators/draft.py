@@ -23,6 +23,7 @@ import networkx as nx
 from mcgs.branches import Expansion, live_children
 from mcgs.coders import CoderRequest
 from mcgs.coders.recipe_config import default_config, family, mutate_params
+from mcgs.cost_model import CostModel
 from mcgs.graph import node
 from mcgs.knowledge_base import rank_entries
 from mcgs.node import NodeState, Operator
@@ -56,8 +57,8 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
     """The recipe coder's draft: ``(config, plan)``.
 
-    Under a short time limit, entries expected to need more than half of it are drafted last
-    (:meth:`~mcgs.coders.recipe.RecipeCoder.expected_fit_s`); otherwise a family with no draft
+    Under a short time limit, entries whose default program the cost model expects to need more
+    than half of it are drafted last (:meth:`mcgs.cost_model.CostModel.prior_s`); otherwise a family with no draft
     yet comes before a second member of a drafted one: the ensemble needs members that err
     differently. Once every entry has a draft, a random one is drafted with one parameter moved.
     """
@@ -65,7 +66,8 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
     unused = [m for m in models if m.id not in used]
     drafted_families = {family(m) for m in models if m.id in used}
-    unused.sort(key=lambda m: (coder.expected_fit_s(m, req.profile) > 0.5 * req.per_run_timeout_s, family(m) in drafted_families))
+    costs = CostModel.for_task(req.profile, req.task.validation)
+    unused.sort(key=lambda m: (costs.prior_s(default_config(m.id, req.profile)) > 0.5 * req.per_run_timeout_s, family(m) in drafted_families))
     entry = unused[0] if unused else rng.choice(models)
     config = default_config(entry.id, req.profile)
     if not unused:

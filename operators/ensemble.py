@@ -66,7 +66,7 @@ def ensemble_due(search, g) -> bool:
     for n in newest_first(g):
         if n.operator is Operator.ENSEMBLE:
             break
-        fresh += n.is_valid
+        fresh += n.is_valid and n.full_fidelity
     if fresh < every:
         return False
     share = settings.ensemble_time_share

@@ -70,7 +70,7 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     helped = []  # (gain, node, parent) where the node's change beat its parent
     for n in req.references:
         p = by_id.get(n.parent_id)
-        if n.is_valid and p is not None and p.is_valid and n.config and p.config:
+        if n.is_valid and p is not None and p.is_valid and n.fidelity == p.fidelity and n.config and p.config:
             gain = (n.score - p.score) if req.task.higher_is_better else (p.score - n.score)
             if gain > 0 and n.config.get("model") == p.config.get("model"):
                 helped.append((gain, n, p))

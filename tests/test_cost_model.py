@@ -46,3 +46,34 @@ def test_calibration_learns_the_machine_and_each_family_from_finished_nodes():
 def test_the_error_is_the_median_absolute_log_ratio():
     assert prediction_error([(2.0, 1.0), (1.0, 1.0), (1.0, 4.0)]) == pytest.approx(math.log(2))
     assert prediction_error([]) is None
+
+
+def test_a_recipe_candidate_gets_a_limit_from_its_predicted_run_time_and_is_told_so(tmp_path, monkeypatch):
+    """On the demo task the cost model predicts a LightGBM program at a few seconds once the run
+    has observed its drafts; a program that claims that config but hangs is stopped at
+    ``timeout_factor`` x the prediction, not at the run's 300 s limit, and its error says why."""
+    import mcgs.cost_model as cost_model
+    from mcgs.demo import build_demo_task
+    from mcgs.execution import execute
+    from mcgs.node import NodeState, Operator
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    settings = SearchSettings(max_nodes=3, time_budget_s=1200, per_run_timeout_s=300, plan_candidates=0, timeout_factor=2.0,
+                              recipe_models=["model.lightgbm", "model.logistic_regression"])
+    search = create_search(build_demo_task(tmp_path / "task"), tmp_path / "run", settings=settings)
+    search.run()  # the drafts, under the floor of MIN_PREDICTED_LIMIT_S
+    done = [n for n in search.nodes() if n.is_valid and n.config.get("model") == "model.lightgbm"]
+    assert done
+    monkeypatch.setattr(cost_model, "MIN_PREDICTED_LIMIT_S", 2.0)  # so the hanging program below waits seconds, not 30
+    config = dict(done[0].config)
+    limit, predicted = cost_model.candidate_limit(search, done[0], 300.0)
+    assert predicted == pytest.approx(done[0].runtime_s, rel=1.5) and limit == max(2.0, 2 * predicted) < 300
+    root = search.nodes()[0]
+    hang = search.storage.add_node(search.run_id, parent_id=root.id, operator=Operator.DRAFT, plan="hangs", config=config,
+                                   code="import time\ntime.sleep(120)\n", owner=search.owner)
+    finished = execute(search, hang, search.budget.node_timeout(), 0)
+    assert finished.state is NodeState.TIMEOUT and finished.runtime_s < limit + 5
+    assert "the cost model predicted" in finished.error
+    # an LLM's program (no recipe config) keeps the run's fixed limit
+    assert cost_model.candidate_limit(search, root, 300.0) == (300.0, None)

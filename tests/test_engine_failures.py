@@ -183,6 +183,7 @@ def test_a_run_of_an_older_schema_is_read_on_a_read_only_mount_without_migrating
     chosen = load_run(run).chosen_node.seq
     con = sqlite3.connect(run / "mcgs.db")
     con.execute("alter table nodes drop column role")  # as mcgs wrote it before roles (schema 4)
+    con.execute("alter table nodes drop column fidelity")  # ... and before fidelities (schema 5)
     con.execute("update alembic_version set version_num = '0003'")
     con.execute("update schema_info set value = '4' where key = 'schema_version'")
     con.commit()

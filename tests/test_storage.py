@@ -91,19 +91,19 @@ def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     st.close()
     con = sqlite3.connect(path)
     con.execute("drop table llm_calls")  # as written by mcgs before the ledger and the migrations
-    for column in ("owner", "lease_expires_at", "attempts", "role"):  # ... and before claims (schema 4) and roles (5)
+    for column in ("owner", "lease_expires_at", "attempts", "role", "fidelity"):  # ... before claims (schema 4), roles (5), fidelity (6)
         con.execute(f"alter table nodes drop column {column}")
     con.execute("drop table alembic_version")
     con.execute("update schema_info set value = '2' where key = 'schema_version'")
     con.commit()
     con.close()
     st = Storage(f"sqlite:///{path}")
-    assert st.schema_version == SCHEMA_VERSION == 5
+    assert st.schema_version == SCHEMA_VERSION == 6
     st.add_llm_call(run.id, LLMCall(operator="draft", model="m", output_tokens=10, cost_usd=0.5))
     assert st.llm_spend_usd(run.id) == 0.5 and st.llm_calls(run.id)[0].output_tokens == 10
     assert [n.attempts for n in st.get_nodes(run.id)] == [0]  # the root, with the new column's default
     con = sqlite3.connect(path)
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0004"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0005"
     con.close()
 
 
@@ -120,6 +120,7 @@ def test_a_version_4_database_stores_the_final_ensemble_as_a_role_when_opened(tm
     st.close()
     con = sqlite3.connect(path)
     con.execute("alter table nodes drop column role")  # as written by mcgs before roles (schema 4)
+    con.execute("alter table nodes drop column fidelity")
     con.execute("update alembic_version set version_num = '0003'")
     con.execute("update schema_info set value = '4' where key = 'schema_version'")
     con.commit()
@@ -127,7 +128,29 @@ def test_a_version_4_database_stores_the_final_ensemble_as_a_role_when_opened(tm
     st = Storage(f"sqlite:///{path}")
     roles = {n.id: n.role for n in st.get_nodes(run.id)}
     assert roles == {root.id: NodeRole.CANDIDATE, during.id: NodeRole.CANDIDATE, final.id: NodeRole.FINAL_ENSEMBLE, draft.id: NodeRole.CANDIDATE}
-    assert st.schema_version == 5
+    assert st.schema_version == 6
+    st.close()
+
+
+def test_a_version_5_database_gains_the_fidelity_column_with_full_fidelity_for_every_node(tmp_path):
+    """Every node stored before fidelities existed ran on the full data: the migration says so,
+    and a node stored after it keeps the fidelity it is given."""
+    path = tmp_path / "mcgs.db"
+    st = Storage(f"sqlite:///{path}")
+    run = new_run(st)
+    root = st.get_nodes(run.id)[0]
+    old = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="", code="")
+    st.close()
+    con = sqlite3.connect(path)
+    con.execute("alter table nodes drop column fidelity")  # as written by mcgs before fidelities (schema 5)
+    con.execute("update alembic_version set version_num = '0004'")
+    con.execute("update schema_info set value = '5' where key = 'schema_version'")
+    con.commit()
+    con.close()
+    st = Storage(f"sqlite:///{path}")
+    assert st.schema_version == 6 and st.get_node(old.id).fidelity == 1.0 and st.get_node(old.id).full_fidelity
+    low = st.add_node(run.id, parent_id=old.id, operator=Operator.IMPROVE, plan="", code="", fidelity=1 / 3)
+    assert st.get_node(low.id).fidelity == pytest.approx(1 / 3) and not st.get_node(low.id).full_fidelity
     st.close()
 
 

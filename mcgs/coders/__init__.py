@@ -17,19 +17,22 @@ from typing import Any, Mapping, Protocol, runtime_checkable
 from mcgs.node import FrozenNode, Operator
 from mcgs.task import TaskSpec
 
-__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key", "program_key"]
+__all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key", "program_key", "ENGINE_KEYS"]
 
 
 # config fields that do not make a program different: the seed (a re-roll of the same program,
 # which seed averaging does on purpose), the coder's note of what it changed, who wrote it (a
 # recipe program written as an LLM's fallback is the recipe coder's program), and which
 # interrupted node a queued copy tries again
-_NOT_IDENTITY = frozenset({"seed", "change", "author", "retry_of"})
+#: Config keys the engine writes about a node, never inherited by a node built from it: the
+#: interrupted node a retry copies, the low-fidelity node a promotion runs again (mcgs.fidelity).
+ENGINE_KEYS = frozenset({"retry_of", "promoted_from"})
+_NOT_IDENTITY = frozenset({"seed", "change", "author"}) | ENGINE_KEYS
 
 
 def config_key(config: Mapping[str, Any] | None) -> str | None:
     """What identifies a program by its structured config: the config as canonical JSON
-    without ``seed``, ``change``, ``author`` and ``retry_of``; None for a node without a config (the root, a program
+    without ``seed``, ``change``, ``author`` and the engine's :data:`ENGINE_KEYS`; None for a node without a config (the root, a program
     without structure). Two nodes with the same key run the same program up to its seed.
 
     A config that records its program's :func:`program_key` (``program``: the LLM coder's,

@@ -29,7 +29,7 @@ import dataclasses
 import random
 from typing import Any, Sequence
 
-from mcgs.coders import CoderAnswer, CoderRequest, config_key
+from mcgs.coders import ENGINE_KEYS, CoderAnswer, CoderRequest, config_key
 from mcgs.coders.recipe_config import COST_PARAMS, FEATURE_ORDER, default_config, mutate_params, model_entries, render_program, toggle_feature
 from mcgs.knowledge_base import KnowledgeEntry, get_entry
 from mcgs.node import Operator
@@ -72,15 +72,6 @@ class RecipeCoder:
         allowed = [e for e in entries if self.models is None or e.id in self.models]
         return allowed or entries
 
-    @staticmethod
-    def expected_fit_s(entry: KnowledgeEntry, profile: dict[str, Any]) -> float:
-        """A rough prior of a draft's run time, seconds: ``relative_cost`` x 4 s per 5 000
-        training rows (at least one unit). Calibrated on this project's measurements with 2
-        threads: LightGBM (cost 1) drafts of spaceship-titanic's 8 693 rows take 7-11 s and
-        CatBoost (cost 10) 43-48 s (docs/results/throughput.md). Only used to draft slow
-        families after fast ones when the per-candidate limit is short."""
-        return entry.recipe.relative_cost * 4.0 * max(1.0, float(profile.get("n_train") or 0) / 5000.0)
-
     def cheapest(self, profile: dict[str, Any], exclude: str | None = None, max_priority: int | None = None) -> str:
         """The applicable model entry with the lowest relative cost (Debug's safe choice),
         optionally among entries at least as preferred as ``max_priority``."""
@@ -108,6 +99,7 @@ class RecipeCoder:
         if step is None:
             raise ValueError(f"the recipe coder cannot serve operator {request.operator.value!r}")
         config, plan = step(self, request, rng)
+        config = {k: v for k, v in config.items() if k not in ENGINE_KEYS}  # about the node built on, not this one
         config, plan = self._novel(config, plan, request, rng)
         if foreign:
             plan = f"({foreign}; the recipe coder writes a fresh draft) {plan}"

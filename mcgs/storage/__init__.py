@@ -83,6 +83,7 @@ def _node(m: NodeModel, summary: bool = False) -> FrozenNode:
         owner=m.owner,
         attempts=m.attempts or 0,
         role=NodeRole(m.role or NodeRole.CANDIDATE.value),
+        fidelity=1.0 if m.fidelity is None else m.fidelity,
     )
 
 
@@ -241,6 +242,7 @@ class Storage(LedgerQueries):
         owner: str | None = None,
         lease_s: float = 60.0,
         role: NodeRole = NodeRole.CANDIDATE,
+        fidelity: float = 1.0,
     ) -> FrozenNode:
         """Insert a node with its ``derives`` edge (and any extra typed edges) atomically.
 
@@ -250,6 +252,7 @@ class Storage(LedgerQueries):
             owner: The worker that will run it (the node is stored claimed, with a lease of
                 ``lease_s`` seconds); None queues a PENDING node for any worker to claim.
             role: What the node is for (:class:`~mcgs.node.NodeRole`).
+            fidelity: Share of the training rows its program sees (:mod:`mcgs.fidelity`; 1 = full).
         """
         with self._session.begin() as s:
             if not self.is_sqlite:  # serialise seq numbers per run (SQLite's BEGIN IMMEDIATE already does)
@@ -274,6 +277,7 @@ class Storage(LedgerQueries):
                 attempts=1 if owner else 0,
                 lease_expires_at=_lease_end(lease_s) if owner else None,
                 role=role.value,
+                fidelity=fidelity,
             )
             s.add(m)
             s.flush()
