@@ -21,8 +21,10 @@ each costing the model's ``relative_cost`` (its knowledge entry) times the data 
 come from the default LightGBM program on the public suite with 2 threads
 (docs/results/early_stopping.md: 0.12-0.3 s per unit over 17 tasks). The scale is machine- and
 load-dependent, so each prediction is multiplied by a calibration learned from the run's own
-finished nodes: the mean log ratio actual / prior, over all nodes (the machine) and per model
-family (the family's own scale), each shrunk towards no correction by one pseudo-observation.
+finished nodes: each model family's offset from the run's mean log ratio actual / prior (the
+family's own scale, over all its nodes) and the machine's current speed (the mean of the newest
+nodes' log ratios, less their families' offsets), each shrunk towards no correction by one
+pseudo-observation.
 FLAML's cost-frugal search (Wu, Wang, Li, Liu: *Frugal Optimization for Cost-related
 Hyperparameters*, AAAI 2021) is the reference for using such costs in choosing what to try.
 """
@@ -42,6 +44,8 @@ UNIT_S = 0.25
 MIN_PREDICTED_LIMIT_S = 30.0
 #: States whose run time is a full run of the program (a timeout's is only a lower bound).
 _OBSERVED_STATES = ("valid", "buggy", "invalid_output")
+#: How many of the newest nodes say how fast the machine is now (:meth:`CostModel.calibration`).
+RECENT_NODES = 8
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -64,11 +68,14 @@ class CostModel:
         profile: The task's data profile (:func:`mcgs.profile.profile_task`): ``n_train``,
             ``n_features``, ``n_classes``, ``n_text``, ``task_kind``.
         folds: :func:`fold_work` of the task's fold scheme.
+        low_folds: :func:`fold_work` of its lower fidelities' scheme (:mod:`mcgs.fidelity`:
+            the same k folds, or 3 folds for a task validated on a holdout); default ``folds``.
     """
 
-    def __init__(self, profile: dict[str, Any], folds: float = 4.0):
+    def __init__(self, profile: dict[str, Any], folds: float = 4.0, low_folds: float | None = None):
         self.profile, self.folds = profile, folds
-        self._residuals: dict[str, list[float]] = {}
+        self.low_folds = folds if low_folds is None else low_folds
+        self._observed: list[tuple[str, float]] = []  # (model, log(actual / prior)) in the order seen
 
     @classmethod
     def for_task(cls, profile: dict[str, Any], validation) -> "CostModel":
@@ -76,8 +83,11 @@ class CostModel:
         :class:`mcgs.task.ValidationSpec`; folds left out count as the row count's default)."""
         from mcgs.task import default_n_splits
 
+        from mcgs.fidelity import LOW_FIDELITY_HOLDOUT_SPLITS
+
         kind = validation.kind or "kfold"
-        return cls(profile, fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1))))
+        full = fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1)))
+        return cls(profile, full, fold_work("kfold", LOW_FIDELITY_HOLDOUT_SPLITS) if kind == "holdout" else full)
 
     def prior_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
         """The uncalibrated prediction for a recipe config run on ``fidelity`` of the training
@@ -88,7 +98,6 @@ class CostModel:
         """
         from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS
         from mcgs.knowledge_base import get_entry
-        from mcgs.task import default_n_splits
 
         entry = get_entry(config["model"])
         p = self.profile
@@ -103,22 +112,32 @@ class CostModel:
         classes = float(p.get("n_classes") or 1) if entry.id in BOOSTED_TREES and p.get("task_kind") == "multiclass" else 1.0
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
-        folds = self.folds if fidelity >= 1 else fold_work("kfold", default_n_splits(int(n)))  # a subsample's own k folds
+        folds = self.folds if fidelity >= 1 else self.low_folds
         return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * folds
 
     def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
         """Learn from a finished node: its config, its fidelity and its run time, seconds (> 0)."""
         if actual_s > 0 and config.get("model"):
-            self._residuals.setdefault(config["model"], []).append(math.log(actual_s / self.prior_s(config, fidelity)))
+            self._observed.append((config["model"], math.log(actual_s / self.prior_s(config, fidelity))))
 
     def calibration(self, model: str) -> float:
-        """The factor the prior of ``model`` is multiplied by: exp(machine + family), each a
-        mean log ratio shrunk by one pseudo-observation of 0."""
-        everything = [r for rs in self._residuals.values() for r in rs]
-        machine = sum(everything) / (len(everything) + 1)
-        own = self._residuals.get(model, [])
-        family = sum(r - machine for r in own) / (len(own) + 1)
-        return math.exp(machine + family)
+        """The factor the prior of ``model`` is multiplied by: ``exp(machine + family)``.
+
+        ``family`` is how the model's log ratios (actual / prior) sit above the run's mean, over
+        all its nodes; ``machine`` is the mean log ratio of the last :data:`RECENT_NODES` nodes,
+        each less its own family's offset, so a machine that got slower (another job started)
+        shows within a few nodes as a slower machine, not as slow models. Each mean is shrunk
+        towards 0 by one pseudo-observation."""
+        if not self._observed:
+            return 1.0
+        overall = sum(r for _, r in self._observed) / (len(self._observed) + 1)
+        offsets: dict[str, float] = {}
+        for m in {m for m, _ in self._observed}:
+            own = [r for mm, r in self._observed if mm == m]
+            offsets[m] = sum(r - overall for r in own) / (len(own) + 1)
+        recent = self._observed[-RECENT_NODES:]
+        machine = sum(r - offsets[m] for m, r in recent) / (len(recent) + 1)
+        return math.exp(machine + offsets.get(model, 0.0))
 
     def predict_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
         """The calibrated prediction for a recipe config, seconds."""

@@ -4,7 +4,7 @@ configs that are competitive there (issue 33 §2).
 A node's *fidelity* is the share of the task's training rows its program sees (1 = full
 fidelity: the data and fold scheme the final choice uses). A lower fidelity is a fixed,
 stratified row subsample of the task (:func:`mcgs.screening.build_screen_task`, seeded by the
-run's seed), prepared once per run under ``RUN_DIR/fidelity/<share>/`` and scored by the engine
+run's seed; the task's k folds, or 3 folds where the task uses a holdout), prepared once per run under ``RUN_DIR/fidelity/<share>/`` and scored by the engine
 on that subsample's own folds. Scores are compared only between nodes of one fidelity: rewards
 are normalised among them, and the best node, the branch bests, the global top-K, the final
 choice and every ensemble use full-fidelity nodes only.
@@ -15,7 +15,9 @@ many low rungs as ``halving_rungs`` allows with at least ``halving_min_rows`` ro
 only.
 
 **Which node runs where** (:func:`child_fidelity`). Improve of a full-fidelity node, the search's
-many parameter and feature moves, runs on the lowest rung; Improve and Debug of a low-fidelity
+many parameter and feature moves, runs on the lowest rung while full fidelity is dear
+(:meth:`FidelityData.halving_pays`: the median full-fidelity node takes more than
+``halving_cost_share`` of the budget), else on all rows; Improve and Debug of a low-fidelity
 node stay on its rung; Draft, Evolve, Fusion, Aggregate and Ensemble run at full fidelity (they
 found or merge branches, whose bests the search compares).
 
@@ -50,6 +52,10 @@ if TYPE_CHECKING:
 
 __all__ = ["rungs", "child_fidelity", "next_promotion", "Promotion", "FidelityData", "fidelity_label"]
 
+#: Folds of a low fidelity of a task validated on a holdout (the subsample is too small for one
+#: holdout to rank configs; more folds would make the rung cost nearly as much as full fidelity).
+#: A task validated with k folds keeps its k at every fidelity, so a rung costs its share of rows.
+LOW_FIDELITY_HOLDOUT_SPLITS = 3
 #: Operators whose nodes always run at full fidelity.
 FULL_FIDELITY_OPERATORS = frozenset({Operator.DRAFT, Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE, Operator.ENSEMBLE})
 
@@ -145,6 +151,18 @@ class FidelityData:
         """:func:`rungs` of the run's task under its settings."""
         return rungs(self.search.task.n_train, self.search.settings)
 
+    def halving_pays(self) -> bool:
+        """Whether a new node should start on a low rung now: full-fidelity nodes are dear, the
+        median run time of the valid ones exceeding ``halving_cost_share`` of the time budget
+        (with none yet, they are taken to be). Where the budget affords many full-fidelity
+        nodes, every Improve runs on all rows (a rung's nodes are not free: each costs a
+        program's start-up, and a promotion runs the config again)."""
+        import statistics
+
+        s = self.search.settings
+        done = [n.runtime_s for n in self.search.nodes() if n.is_valid and n.full_fidelity and n.runtime_s and n.operator is not Operator.ENSEMBLE]
+        return not done or statistics.median(done) > s.halving_cost_share * s.time_budget_s
+
     def _folder(self, fidelity: float) -> Path:
         return self.search.run_dir / "fidelity" / fidelity_label(fidelity)
 
@@ -162,7 +180,7 @@ class FidelityData:
         else:
             task = self.search.task
             rows = max(1, int(round(task.n_train * fidelity)))
-            spec = build_screen_task(task, folder / "task", rows, self.search.settings.seed)
+            spec = build_screen_task(task, folder / "task", rows, self.search.settings.seed, holdout_splits=LOW_FIDELITY_HOLDOUT_SPLITS)
             prepare_run_input(spec, folder)
             tmp = folder / "ready.tmp"
             tmp.write_text(spec.model_dump_json())

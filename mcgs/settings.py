@@ -277,7 +277,8 @@ class SearchSettings(BaseSettings):
         plan_candidates: Draft plans the coder writes before the first draft; each runs on a
             row subsample and the search drafts the best-ranked first (multi-plan drafting after
             AutoML-Agent, ICML 2025, §3.3; :mod:`mcgs.screening`). 0 = no screening.
-        screen_rows: Training rows of the screening subsample.
+        screen_rows: Training rows of the screening subsample at least; it grows to a tenth of
+            the task's rows, up to ten times this (:func:`mcgs.screening.screen_rows_for`).
         screen_timeout_s: Time limit of one screening run, seconds.
         screen_share: Share of the wall budget the screening may take in all.
         halving_rungs: Lower fidelities (row subsamples) the search may run candidates at, for
@@ -290,6 +291,9 @@ class SearchSettings(BaseSettings):
             ``eta`` times this many rows runs at full fidelity only. 25 000 is ours, not yet
             measured: a lowest rung that large is bigger than most of the public suite's whole
             tasks, where a full-fidelity node already costs seconds.
+        halving_cost_share: New nodes start on a low rung only while the median full-fidelity
+            node takes more than this share of ``time_budget_s`` (fewer than about 1 / share of
+            them fit in the budget); 0 = whenever the task has rungs.
         timeout_factor: A recipe candidate's time limit is this many times the cost model's
             prediction of its run time (:mod:`mcgs.cost_model`), at least
             :data:`mcgs.budget.MIN_PREDICTED_LIMIT_S`, at most the limit above; 0 = the fixed
@@ -380,6 +384,7 @@ class SearchSettings(BaseSettings):
     halving_rungs: int = Field(2, ge=0, le=4)
     halving_eta: int = Field(3, ge=2)
     halving_min_rows: int = Field(25_000, ge=100)
+    halving_cost_share: float = Field(0.02, ge=0, le=1)
     timeout_factor: float = Field(4.0, ge=0)
     branch_stagnation: int = Field(3, ge=1)
     global_stagnation: int = Field(4, ge=1)

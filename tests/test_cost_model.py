@@ -43,6 +43,24 @@ def test_calibration_learns_the_machine_and_each_family_from_finished_nodes():
     assert model.calibration("model.knn") == model.calibration("model.ridge")
 
 
+def test_a_machine_that_got_slower_is_seen_as_slower_within_a_few_nodes_not_as_slow_models():
+    """Twenty LightGBM and random-forest nodes at the prior's pace, then another job takes the
+    machine and every program runs 3x slower: after eight slow nodes the predictions of both
+    families are about 3x (the calibration over the whole run said 1.2x for LightGBM), and the two
+    families keep their places relative to each other."""
+    model = CostModel(_profile(20_000))
+    rf = {"model": "model.random_forest", "params": {}}
+    for i in range(20):
+        model.observe(LGBM, model.prior_s(LGBM))
+        model.observe(rf, 2 * model.prior_s(rf))  # random forest is 2x slower than its prior on this machine
+    before_rf = model.predict_s(rf) / model.prior_s(rf)
+    assert before_rf == pytest.approx(2.0, rel=0.25)
+    for i in range(8):
+        model.observe(LGBM if i % 2 else rf, 3 * (1 if i % 2 else 2) * model.prior_s(LGBM if i % 2 else rf))
+    assert model.predict_s(LGBM) / model.prior_s(LGBM) == pytest.approx(3.0, rel=0.3)
+    assert model.predict_s(rf) / model.prior_s(rf) == pytest.approx(6.0, rel=0.3)
+
+
 def test_the_error_is_the_median_absolute_log_ratio():
     assert prediction_error([(2.0, 1.0), (1.0, 1.0), (1.0, 4.0)]) == pytest.approx(math.log(2))
     assert prediction_error([]) is None

@@ -80,7 +80,7 @@ def test_a_search_with_halving_promotes_to_full_fidelity_and_hands_in_a_full_fid
     from mcgs.search import create_search, open_search
 
     settings = SearchSettings(max_nodes=13, time_budget_s=600, num_drafts=2, plan_candidates=0, halving_min_rows=500, halving_eta=3,
-                              halving_rungs=2, recipe_models=["model.ridge", "model.lightgbm"], ensemble_every=0)
+                              halving_rungs=2, halving_cost_share=0, recipe_models=["model.ridge", "model.lightgbm"], ensemble_every=0)
     search = create_search(computer_prices, tmp_path / "run", settings=settings)
     search.run()
     nodes = [n for n in search.nodes() if n.operator is not Operator.ROOT]
@@ -109,6 +109,10 @@ def test_a_search_with_halving_promotes_to_full_fidelity_and_hands_in_a_full_fid
         assert members and all(n.full_fidelity for n in search.nodes() if n.id in members)
     df = search.nodes_dataframe()
     assert set(df["fidelity"].round(3)) >= {1.0, 0.111}
+    # where the budget affords many full-fidelity nodes (each took seconds of 600), new nodes stay at full fidelity
+    assert search.fidelity.halving_pays()
+    search.settings = search.settings.model_copy(update={"halving_cost_share": 0.02})
+    assert not search.fidelity.halving_pays()
     # the subsample is written once and reused by a resumed run
     ready = tmp_path / "run" / "fidelity" / "0.111" / "ready.json"
     stamp = ready.stat().st_mtime_ns

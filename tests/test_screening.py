@@ -139,3 +139,12 @@ def test_ranking_compares_scores_within_one_fidelity_only():
     # the best full-subsample plan, then the slow ones (by their low-fidelity score), the
     # unjudged in the coder's order, the other full-subsample plans, the failed
     assert order == ["rf", "svm", "gbm", "catboost", "mlp", "linear", "knn", "nb"]
+
+
+def test_the_screening_subsample_grows_with_the_data_within_its_bounds():
+    from mcgs.screening import screen_rows_for
+
+    assert screen_rows_for(426, 2000) == 426  # the demo: all of its rows
+    assert screen_rows_for(8_693, 2000) == 2000  # spaceship-titanic: as before
+    assert screen_rows_for(52_000, 2000) == 5_200  # a tenth
+    assert screen_rows_for(1_131_675, 2000) == 20_000  # capped at ten times screen_rows
