@@ -296,7 +296,7 @@ class SearchSettings(BaseSettings):
             them fit in the budget); 0 = whenever the task has rungs.
         timeout_factor: A recipe candidate's time limit is this many times the cost model's
             prediction of its run time (:mod:`mcgs.cost_model`), at least
-            :data:`mcgs.budget.MIN_PREDICTED_LIMIT_S`, at most the limit above; 0 = the fixed
+            :data:`mcgs.cost_model.MIN_PREDICTED_LIMIT_S` (30 s), at most the limit above; 0 = the fixed
             limit for every candidate.
         seed: Seed of the search's own randomness (recipe choices); candidates get it too.
         fold_seed: Not here: the fold split is a property of the task (``validation.seed``).

@@ -80,6 +80,23 @@ def test_schema_version_mismatch_is_refused(tmp_path):
         Storage(f"sqlite:///{path}")
 
 
+#: The node columns each schema version added, newest last (what an older mcgs did not write).
+COLUMNS_SINCE = {4: ("role", "fidelity"), 5: ("fidelity",)}
+#: The alembic revision a database of each schema version is stamped with.
+REVISION_OF = {4: "0003", 5: "0004"}
+
+
+def _as_written_by_schema(path, version: int) -> None:
+    """Make the database at ``path`` look as an mcgs of schema ``version`` (4 or 5) wrote it."""
+    con = sqlite3.connect(path)
+    for column in COLUMNS_SINCE[version]:
+        con.execute(f"alter table nodes drop column {column}")
+    con.execute(f"update alembic_version set version_num = '{REVISION_OF[version]}'")
+    con.execute(f"update schema_info set value = '{version}' where key = 'schema_version'")
+    con.commit()
+    con.close()
+
+
 def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     """Runs written before the cost ledger and the migrations (schema 2) open and resume: the
     database is stamped at the first revision and migrated."""
@@ -118,13 +135,7 @@ def test_a_version_4_database_stores_the_final_ensemble_as_a_role_when_opened(tm
     final = st.add_node(run.id, parent_id=root.id, operator=Operator.ENSEMBLE, plan="[final ensemble] greedy", code="")
     draft = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="[final ensemble] is only text here", code="")
     st.close()
-    con = sqlite3.connect(path)
-    con.execute("alter table nodes drop column role")  # as written by mcgs before roles (schema 4)
-    con.execute("alter table nodes drop column fidelity")
-    con.execute("update alembic_version set version_num = '0003'")
-    con.execute("update schema_info set value = '4' where key = 'schema_version'")
-    con.commit()
-    con.close()
+    _as_written_by_schema(path, 4)  # before roles
     st = Storage(f"sqlite:///{path}")
     roles = {n.id: n.role for n in st.get_nodes(run.id)}
     assert roles == {root.id: NodeRole.CANDIDATE, during.id: NodeRole.CANDIDATE, final.id: NodeRole.FINAL_ENSEMBLE, draft.id: NodeRole.CANDIDATE}
@@ -141,12 +152,7 @@ def test_a_version_5_database_gains_the_fidelity_column_with_full_fidelity_for_e
     root = st.get_nodes(run.id)[0]
     old = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="", code="")
     st.close()
-    con = sqlite3.connect(path)
-    con.execute("alter table nodes drop column fidelity")  # as written by mcgs before fidelities (schema 5)
-    con.execute("update alembic_version set version_num = '0004'")
-    con.execute("update schema_info set value = '5' where key = 'schema_version'")
-    con.commit()
-    con.close()
+    _as_written_by_schema(path, 5)  # before fidelities
     st = Storage(f"sqlite:///{path}")
     assert st.schema_version == 6 and st.get_node(old.id).fidelity == 1.0 and st.get_node(old.id).full_fidelity
     low = st.add_node(run.id, parent_id=old.id, operator=Operator.IMPROVE, plan="", code="", fidelity=1 / 3)
