@@ -1,7 +1,7 @@
 """The cost model's prediction error on finished runs, per model family (issue 33 §1).
 
 Each run is replayed in node order: every node with a recipe config and a run time (valid, or
-failed after running) is predicted by :class:`mcgs.cost_model.CostModel` calibrated on the nodes
+failed after running) is predicted at its fidelity by :class:`mcgs.cost_model.CostModel` calibrated on the nodes
 before it, then observed. The table gives, per model, the median ``|log(predicted / actual)|``
 of the prior alone and of the calibrated prediction (0 = exact; 0.69 = off by a factor of 2),
 over every run given.
@@ -21,20 +21,19 @@ from pathlib import Path
 
 def replay(run_dir: Path) -> list[dict]:
     """One row per predictable node of a run: model, prior, calibrated prediction, actual."""
-    from mcgs.cost_model import CostModel, fold_work
+    from mcgs.cost_model import CostModel
     from mcgs.snapshot import load_run
 
     snap = load_run(run_dir)
     profile = json.loads((run_dir / "profile.json").read_text())
-    val = snap.task.validation
-    model = CostModel(profile, fold_work(val.kind or "kfold", val.n_splits or 5))
+    model = CostModel.for_task(profile, snap.task.validation)
     rows = []
     for node in snap.nodes:
         if not node.config.get("model") or not node.runtime_s or node.state.value not in ("valid", "buggy", "invalid_output"):
             continue
-        rows.append({"task": snap.task.name, "model": node.config["model"], "prior": model.prior_s(node.config),
-                     "predicted": model.predict_s(node.config), "actual": node.runtime_s})
-        model.observe(node.config, node.runtime_s)
+        rows.append({"task": snap.task.name, "model": node.config["model"], "prior": model.prior_s(node.config, node.fidelity),
+                     "predicted": model.predict_s(node.config, node.fidelity), "actual": node.runtime_s})
+        model.observe(node.config, node.runtime_s, node.fidelity)
     return rows
 
 

@@ -3,8 +3,8 @@
 On each public-suite task large enough for halving (``mcgs.fidelity.rungs`` with the default
 settings gives it a rung below full), K LightGBM configs are drawn the way the recipe coder's
 Improve moves them (2-3 parameter moves from the default, each a knowledge-base range move), run
-by the sandbox at every rung and at full fidelity (the task's own folds; a rung's subsample with
-its own k folds), and scored by the engine. The table gives, per task and rung, Spearman's rank
+by the sandbox at every rung and at full fidelity (:func:`mcgs.fidelity.build_fidelity_task`: the
+task's own fold scheme at every rung), and scored by the engine. The table gives, per task and rung, Spearman's rank
 correlation of the rung's scores with the full-fidelity scores, and whether the full-fidelity
 best config is in the rung's top 1/eta (what promotion needs).
 
@@ -44,9 +44,9 @@ def measure(task_dir: Path, work: Path, k: int, seed: int, say) -> list[dict]:
     """Scores of k configs at every fidelity of the task: rows ``{fidelity, config, score, runtime_s}``."""
     from mcgs.coders import CoderAnswer
     from mcgs.coders.recipe_config import render_program
-    from mcgs.fidelity import fidelity_label, rungs
+    from mcgs.fidelity import build_fidelity_task, fidelity_label, rungs
     from mcgs.profile import profile_task
-    from mcgs.screening import build_screen_task, run_screen
+    from mcgs.screening import run_screen
     from mcgs.settings import SearchSettings
     from mcgs.task import load_task
 
@@ -60,9 +60,7 @@ def measure(task_dir: Path, work: Path, k: int, seed: int, say) -> list[dict]:
     rows = []
     for f in levels:
         folder = work / spec.name / fidelity_label(f)
-        sub = spec if f >= 1 else build_screen_task(spec, folder / "task", int(round(spec.n_train * f)), seed)
-        if f >= 1:  # the full task, its own folds and all its test rows
-            sub = build_screen_task(spec, folder / "task", spec.n_train, seed).model_copy(update={"validation": spec.validation})
+        sub = build_fidelity_task(spec, folder / "task", f, seed)  # the rung as the search builds it (all rows at f = 1)
         t0 = time.monotonic()
         results = run_screen(answers, sub, folder, timeout_s=900, time_share_s=1e9, threads=2, memory_mb=8192)
         say(f"{spec.name} fidelity {fidelity_label(f)} ({sub.n_train} rows): {[r.state for r in results]} in {time.monotonic() - t0:.0f}s")

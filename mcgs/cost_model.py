@@ -67,14 +67,12 @@ class CostModel:
     Args:
         profile: The task's data profile (:func:`mcgs.profile.profile_task`): ``n_train``,
             ``n_features``, ``n_classes``, ``n_text``, ``task_kind``.
-        folds: :func:`fold_work` of the task's fold scheme.
-        low_folds: :func:`fold_work` of its lower fidelities' scheme (:mod:`mcgs.fidelity`:
-            the same k folds, or 3 folds for a task validated on a holdout); default ``folds``.
+        folds: :func:`fold_work` of the task's fold scheme (its lower fidelities use the same,
+            :func:`mcgs.fidelity.build_fidelity_task`).
     """
 
-    def __init__(self, profile: dict[str, Any], folds: float = 4.0, low_folds: float | None = None):
+    def __init__(self, profile: dict[str, Any], folds: float = 4.0):
         self.profile, self.folds = profile, folds
-        self.low_folds = folds if low_folds is None else low_folds
         self._observed: list[tuple[str, float]] = []  # (model, log(actual / prior)) in the order seen
 
     @classmethod
@@ -83,11 +81,8 @@ class CostModel:
         :class:`mcgs.task.ValidationSpec`; folds left out count as the row count's default)."""
         from mcgs.task import default_n_splits
 
-        from mcgs.fidelity import LOW_FIDELITY_HOLDOUT_SPLITS
-
         kind = validation.kind or "kfold"
-        full = fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1)))
-        return cls(profile, full, fold_work("kfold", LOW_FIDELITY_HOLDOUT_SPLITS) if kind == "holdout" else full)
+        return cls(profile, fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1))))
 
     def prior_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
         """The uncalibrated prediction for a recipe config run on ``fidelity`` of the training
@@ -112,8 +107,7 @@ class CostModel:
         classes = float(p.get("n_classes") or 1) if entry.id in BOOSTED_TREES and p.get("task_kind") == "multiclass" else 1.0
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
-        folds = self.folds if fidelity >= 1 else self.low_folds
-        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * folds
+        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * self.folds
 
     def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
         """Learn from a finished node: its config, its fidelity and its run time, seconds (> 0)."""

@@ -4,7 +4,8 @@ configs that are competitive there (issue 33 §2).
 A node's *fidelity* is the share of the task's training rows its program sees (1 = full
 fidelity: the data and fold scheme the final choice uses). A lower fidelity is a fixed,
 stratified row subsample of the task (:func:`mcgs.screening.build_screen_task`, seeded by the
-run's seed; the task's k folds, or 3 folds where the task uses a holdout), prepared once per run under ``RUN_DIR/fidelity/<share>/`` and scored by the engine
+run's seed; validated as the task is, its k folds or its holdout, so a rung costs about its
+share of the rows: :func:`build_fidelity_task`), prepared once per run under ``RUN_DIR/fidelity/<share>/`` and scored by the engine
 on that subsample's own folds. Scores are compared only between nodes of one fidelity: rewards
 are normalised among them, and the best node, the branch bests, the global top-K, the final
 choice and every ensemble use full-fidelity nodes only.
@@ -50,12 +51,8 @@ if TYPE_CHECKING:
     from mcgs.settings import SearchSettings
     from mcgs.task import TaskSpec
 
-__all__ = ["rungs", "child_fidelity", "next_promotion", "Promotion", "FidelityData", "fidelity_label"]
+__all__ = ["rungs", "child_fidelity", "next_promotion", "Promotion", "FidelityData", "fidelity_label", "build_fidelity_task"]
 
-#: Folds of a low fidelity of a task validated on a holdout (the subsample is too small for one
-#: holdout to rank configs; more folds would make the rung cost nearly as much as full fidelity).
-#: A task validated with k folds keeps its k at every fidelity, so a rung costs its share of rows.
-LOW_FIDELITY_HOLDOUT_SPLITS = 3
 #: Operators whose nodes always run at full fidelity.
 FULL_FIDELITY_OPERATORS = frozenset({Operator.DRAFT, Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE, Operator.ENSEMBLE})
 
@@ -85,6 +82,17 @@ def child_fidelity(operator: Operator, parent: FrozenNode | None, levels: list[f
     if parent.fidelity < 1.0:
         return parent.fidelity
     return levels[-1] if operator is Operator.IMPROVE else 1.0
+
+
+def build_fidelity_task(task: "TaskSpec", dest: Path, fidelity: float, seed: int) -> "TaskSpec":
+    """Write the subsample of ``fidelity`` of a task's training rows under ``dest`` and return its
+    spec: stratified on the label for classification, rows in their order, validated as the task
+    is (its k folds, or its holdout: the lowest rung keeps ``halving_min_rows`` rows, so a
+    holdout of a fifth still scores on thousands), and a few hundred test rows (a low-fidelity
+    node's test predictions are never handed in)."""
+    from mcgs.screening import build_screen_task
+
+    return build_screen_task(task, dest, max(1, int(round(task.n_train * fidelity))), seed, keep_holdout=True)
 
 
 class Promotion:
@@ -168,7 +176,6 @@ class FidelityData:
 
     def _spec(self, fidelity: float) -> "TaskSpec":
         from mcgs.contract import prepare_run_input
-        from mcgs.screening import build_screen_task
         from mcgs.task import TaskSpec
 
         if fidelity in self._specs:
@@ -179,8 +186,7 @@ class FidelityData:
             spec = TaskSpec.model_validate_json(ready.read_text())
         else:
             task = self.search.task
-            rows = max(1, int(round(task.n_train * fidelity)))
-            spec = build_screen_task(task, folder / "task", rows, self.search.settings.seed, holdout_splits=LOW_FIDELITY_HOLDOUT_SPLITS)
+            spec = build_fidelity_task(task, folder / "task", fidelity, self.search.settings.seed)
             prepare_run_input(spec, folder)
             tmp = folder / "ready.tmp"
             tmp.write_text(spec.model_dump_json())

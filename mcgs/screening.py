@@ -104,13 +104,12 @@ def screen_rows_for(n_train: int, screen_rows: int) -> int:
     return min(n_train, max(screen_rows, min(n_train // 10, SCREEN_ROWS_GROWTH * screen_rows)))
 
 
-def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, holdout_splits: int | None = None) -> TaskSpec:
+def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, keep_holdout: bool = False) -> TaskSpec:
     """Write a row subsample of the task under ``dest`` and return its spec.
 
     Training rows: ``min(n_train, max_rows)``, stratified on the label for classification
     (scikit-learn ``train_test_split``), in their original order; a task validated on a holdout
-    is validated with k folds on the subsample (``holdout_splits``, else the default for its
-    rows). Test rows: the first
+    is validated with the default k folds for the subsample's rows, unless ``keep_holdout``. Test rows: the first
     :data:`SCREEN_TEST_ROWS` (and the matching sample-submission rows). Extra input files
     are linked, not copied.
     """
@@ -138,9 +137,9 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, hold
         if not link.exists():
             os.symlink(spec.data_dir / name, link)
     validation = spec.validation
-    if validation.kind == "holdout":  # a holdout of a small subsample is noisy: k folds there
+    if validation.kind == "holdout" and not keep_holdout:  # a holdout of a small subsample is noisy: k folds there
         plain = "stratified_kfold" if spec.task_kind in ("binary", "multiclass") else "kfold"
-        validation = validation.model_copy(update={"kind": plain, "n_splits": holdout_splits or default_n_splits(len(rows))})
+        validation = validation.model_copy(update={"kind": plain, "n_splits": default_n_splits(len(rows))})
     return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows), "validation": validation})
 
 

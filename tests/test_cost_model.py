@@ -28,6 +28,7 @@ def test_the_prior_grows_with_the_work_of_the_program():
     assert multi.prior_s({"model": "model.logistic_regression", "params": {}}) == small.prior_s({"model": "model.logistic_regression", "params": {}})
     assert CostModel(_profile(5_000), folds=fold_work("holdout", 5)).prior_s(LGBM) < small.prior_s(LGBM)
     assert (fold_work("kfold", 5), fold_work("holdout", 5), fold_work("time_split", 4)) == (4.0, 0.8, 2.0)
+    assert large.prior_s(LGBM, fidelity=1 / 10) == pytest.approx(small.prior_s(LGBM))  # a tenth of the rows, the same folds
 
 
 def test_calibration_learns_the_machine_and_each_family_from_finished_nodes():
