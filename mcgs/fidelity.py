@@ -3,10 +3,10 @@ configs that are competitive there (issue 33 §2).
 
 A node's *fidelity* is the share of the task's training rows its program sees (1 = full
 fidelity: the data and fold scheme the final choice uses). A lower fidelity is a fixed,
-stratified row subsample of the task (:func:`mcgs.screening.build_screen_task`, seeded by the
-run's seed; validated as the task is, its k folds or its holdout, so a rung costs about its
-share of the rows: :func:`build_fidelity_task`), prepared once per run under ``RUN_DIR/fidelity/<share>/`` and scored by the engine
-on that subsample's own folds. Scores are compared only between nodes of one fidelity: rewards
+stratified row subsample of the task (:func:`build_fidelity_task`, seeded by the run's seed),
+validated as the task is (its k folds or its holdout, so a rung costs about its share of the
+rows), prepared once per run under ``RUN_DIR/fidelity/<share>/`` and scored by the engine on
+that subsample's own folds. Scores are compared only between nodes of one fidelity: rewards
 are normalised among them, and the best node, the branch bests, the global top-K, the final
 choice and every ensemble use full-fidelity nodes only.
 
@@ -33,7 +33,6 @@ expansion, so a competitive config reaches full fidelity without waiting for the
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -192,7 +191,7 @@ class FidelityData:
             tmp.write_text(spec.model_dump_json())
             os.replace(tmp, ready)
             self.search.say(f"fidelity {fidelity_label(fidelity)}: a subsample of {spec.n_train} of {task.n_train} training rows "
-                            f"for successive halving ({json.dumps(spec.validation.kind)} validation)")
+                            f"for successive halving ({spec.validation.kind} validation)")
         self._specs[fidelity] = spec
         return spec
 
