@@ -83,6 +83,16 @@ def test_autogluon_without_its_environment_says_how_to_make_one(tmp_path, monkey
     spec = _text_task(tmp_path / "t")
     with pytest.raises(SystemExit, match="make autogluon-env"):
         fit_competitor("autogluon_medium", spec.data_dir, tmp_path / "out", budget_s=30, threads=1, seed=0, log=lambda m: None)
+    # without the variable, from the repository's own folder: each place looked at is named once
+    from mcgs.mlebench.competitors import autogluon_python
+
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / ".venv-autogluon" / "bin" / "python").is_file():
+        monkeypatch.delenv("MCGS_AUTOGLUON_PYTHON")
+        monkeypatch.chdir(repo)
+        with pytest.raises(SystemExit) as err:
+            autogluon_python()
+        assert str(err.value).count(str(repo / ".venv-autogluon/bin/python")) == 1
 
 
 @pytest.mark.skipif(not _has_autogluon(), reason="no AutoGluon environment (make autogluon-env)")

@@ -313,7 +313,7 @@ def autogluon_python() -> Path:
     """
     given = os.environ.get(AUTOGLUON_PYTHON_ENV)
     repo = Path(__file__).resolve().parents[2]
-    candidates = [Path(given)] if given else [Path.cwd() / ".venv-autogluon/bin/python", repo / ".venv-autogluon/bin/python"]
+    candidates = [Path(given)] if given else list(dict.fromkeys([Path.cwd() / ".venv-autogluon/bin/python", repo / ".venv-autogluon/bin/python"]))
     how = (f"AutoGluon runs in its own environment (it pins an older pandas than mcgs): make one with `make autogluon-env` in the "
            f"repository, or point {AUTOGLUON_PYTHON_ENV} at the python of an environment with autogluon.tabular")
     python = next((c for c in candidates if c.is_file()), None)
