@@ -73,7 +73,6 @@ def report(rows: list[dict], eta: int) -> list[str]:
     from scipy.stats import spearmanr
 
     from mcgs.fidelity import fidelity_label
-    from mcgs.task import load_task  # noqa: F401 (the direction comes from the rows' task below)
 
     lines = ["| task | fidelity | configs | Spearman with full | full-fidelity best in the rung's top 1/eta | run time vs full |", "|---|---|---|---|---|---|"]
     for task in sorted({r["task"] for r in rows}):

@@ -67,7 +67,7 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
         verdict = search.coder.review_program(review.code, request)
         if verdict is not None:
             review = review.with_model_review(verdict)
-    fidelity = child_fidelity(exp.operator, node_of(g, exp.parent_id), levels if search.fidelity.halving_pays() else [1.0])
+    fidelity = child_fidelity(exp.operator, node_of(g, exp.parent_id), levels if len(levels) > 1 and search.fidelity.halving_pays() else [1.0])
     search.fidelity.input_dir(fidelity)  # its subsample is written before any worker may claim the node
     node = search.storage.add_node(
         search.run_id, parent_id=exp.parent_id, operator=exp.operator, plan=f"[{exp.reason}] {answer.plan}", code=review.code,
