@@ -35,7 +35,7 @@ import math
 import statistics
 from typing import Any, Iterable
 
-__all__ = ["CostModel", "fold_work", "prediction_error", "run_cost_model", "candidate_limit", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S"]
+__all__ = ["CostModel", "fold_work", "prediction_error", "run_cost_model", "cost_model_from_nodes", "candidate_limit", "speed_note", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S"]
 
 OVERHEAD_S = 2.0
 UNIT_S = 0.25
@@ -46,6 +46,12 @@ MIN_PREDICTED_LIMIT_S = 30.0
 _OBSERVED_STATES = ("valid", "buggy", "invalid_output")
 #: How many of the newest nodes say how fast the machine is now (:meth:`CostModel.calibration`).
 RECENT_NODES = 8
+#: How many of the newest nodes :meth:`CostModel.slowdown` compares with the nodes before them.
+SLOWDOWN_NODES = 4
+#: A slowdown at or above this factor is reported to the user; below :data:`RECOVERED_BELOW`
+#: again, the recovery is (:func:`speed_note`).
+SLOWDOWN_REPORTED = 1.5
+RECOVERED_BELOW = 1.25
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -133,6 +139,33 @@ class CostModel:
         machine = sum(r - offsets[m] for m, r in recent) / (len(recent) + 1)
         return math.exp(machine + offsets.get(model, 0.0))
 
+    def slowdown(self, upto: int | None = None) -> float:
+        """How many times slower the machine ran the newest :data:`SLOWDOWN_NODES` nodes than
+        the nodes before them: ``exp`` of the difference of their mean log ratios (actual /
+        prior), each less its family's offset (:meth:`calibration`), so a run that moved to a
+        dearer model family is not read as a slower machine. 1.0 until there are
+        :data:`SLOWDOWN_NODES` nodes before the newest ones.
+
+        Args:
+            upto: Consider only the first ``upto`` observed nodes (the state before the newest).
+        """
+        seen = self._observed[:upto] if upto is not None else self._observed
+        if len(seen) < 2 * SLOWDOWN_NODES:
+            return 1.0
+        overall = sum(r for _, r in seen) / len(seen)
+        offsets: dict[str, float] = {}
+        for m in {m for m, _ in seen}:
+            own = [r for mm, r in seen if mm == m]
+            offsets[m] = sum(r - overall for r in own) / len(own)
+        recent, earlier = seen[-SLOWDOWN_NODES:], seen[:-SLOWDOWN_NODES]
+        level = lambda obs: sum(r - offsets[m] for m, r in obs) / len(obs)  # noqa: E731
+        return math.exp(level(recent) - level(earlier))
+
+    @property
+    def observed(self) -> int:
+        """How many finished nodes the model has learned from."""
+        return len(self._observed)
+
     def predict_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
         """The calibrated prediction for a recipe config, seconds."""
         return self.prior_s(config, fidelity) * self.calibration(config["model"])
@@ -140,19 +173,46 @@ class CostModel:
 
 def run_cost_model(search) -> CostModel:
     """A run's cost model, calibrated on every node of the run that ran to its end with a
-    recipe config (valid, buggy or with invalid output; a timeout's run time is only a lower
-    bound). Rebuilt from storage, so a resumed run predicts as the run that stopped did."""
+    recipe config (:func:`cost_model_from_nodes`). Rebuilt from storage, so a resumed run
+    predicts as the run that stopped did."""
+    return cost_model_from_nodes(search.profile, search.task.validation, search.nodes())
+
+
+def cost_model_from_nodes(profile: dict[str, Any], validation, nodes: Iterable) -> CostModel:
+    """The cost model of a task (:meth:`CostModel.for_task`) calibrated on ``nodes``: those that
+    ran to their end (valid, buggy or with invalid output; a timeout's run time is only a lower
+    bound) with a recipe config of a known model entry, in the order they finished (so the
+    newest say how fast the machine is now, even with parallel workers)."""
     from mcgs.knowledge_base import get_entry
 
-    model = CostModel.for_task(search.profile, search.task.validation)
-    for n in search.nodes():
+    model = CostModel.for_task(profile, validation)
+    usable = []
+    for n in nodes:
         if n.config.get("model") and n.runtime_s and n.state.value in _OBSERVED_STATES:
             try:
                 get_entry(n.config["model"])
             except KeyError:
                 continue
-            model.observe(n.config, n.runtime_s, n.fidelity)
+            usable.append(n)
+    usable.sort(key=lambda n: n.finished_at.timestamp() if n.finished_at else 0.0)  # stable: creation order among equals
+    for n in usable:
+        model.observe(n.config, n.runtime_s, n.fidelity)
     return model
+
+
+def speed_note(model: CostModel) -> str | None:
+    """What to tell the user when the newest node changed how fast the machine runs candidates:
+    a slowdown (:meth:`CostModel.slowdown`) that has just reached :data:`SLOWDOWN_REPORTED`, or
+    one that has just fallen back below :data:`RECOVERED_BELOW`; None otherwise, so each change
+    is said once."""
+    now, before = model.slowdown(), model.slowdown(model.observed - 1)
+    if now >= SLOWDOWN_REPORTED > before:
+        return (f"candidates are running {now:.1f}x slower than earlier in this run (each measured against the cost model's "
+                "prediction for its own program): another process is probably using the cores. The search goes on; each "
+                "candidate's time limit follows the slower machine")
+    if now < RECOVERED_BELOW <= before:
+        return "candidates run about as fast as earlier in this run again"
+    return None
 
 
 def candidate_limit(search, node, fixed_s: float) -> tuple[float, float | None]:

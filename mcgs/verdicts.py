@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from mcgs.candidate_files import remove_tree
+from mcgs.cost_model import run_cost_model, speed_note
 from mcgs.direction import best_of, better
 from mcgs.evaluation import OutputError, evaluate_workspace
 from mcgs.graph import valid_nodes
@@ -114,6 +115,10 @@ def _after_node(search, node: FrozenNode, prior: list[float]) -> None:
         if node.is_valid and node.full_fidelity and node.operator is not Operator.ENSEMBLE and (not prior or is_better(node.score, prior, search.task.higher_is_better)):
             search.export_best(node)
         save_progress(search)
+        if node.runtime_s and node.config.get("model"):  # a machine that got slower, said once (issue 33 §7)
+            note = speed_note(run_cost_model(search))
+            if note:
+                search.say(f"note: {note}")
     for cb in search.callbacks:
         cb(search, node)
 

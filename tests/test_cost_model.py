@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mcgs.cost_model import CostModel, fold_work, prediction_error
+from mcgs.cost_model import CostModel, fold_work, prediction_error, speed_note
 
 LGBM = {"model": "model.lightgbm", "params": {"n_estimators": 600}}
 
@@ -60,6 +60,29 @@ def test_a_machine_that_got_slower_is_seen_as_slower_within_a_few_nodes_not_as_s
         model.observe(LGBM if i % 2 else rf, 3 * (1 if i % 2 else 2) * model.prior_s(LGBM if i % 2 else rf))
     assert model.predict_s(LGBM) / model.prior_s(LGBM) == pytest.approx(3.0, rel=0.3)
     assert model.predict_s(rf) / model.prior_s(rf) == pytest.approx(6.0, rel=0.3)
+
+
+def test_a_slowdown_is_told_once_when_it_comes_and_once_when_it_goes_and_a_dearer_family_is_not_one():
+    """Ten nodes at the machine's pace, then four 2.5x slower: the note comes with the node that
+    takes the slowdown over 1.5x, not before and not again; four nodes back at pace, and the
+    recovery is told once. Moving to a family that is 4x dearer than its prior (random forest
+    after LightGBM) is no slowdown."""
+    model = CostModel(_profile(20_000))
+    notes = []
+    for factor in [1.0] * 10 + [2.5] * 4 + [1.0] * 4:
+        model.observe(LGBM, factor * model.prior_s(LGBM))
+        notes.append(speed_note(model))
+    said = [(i, n) for i, n in enumerate(notes) if n]
+    assert len(said) == 2 and 10 <= said[0][0] <= 13 and said[1][0] >= 14
+    told = float(said[0][1].split("running ")[1].split("x slower")[0])
+    assert 1.5 <= told <= 2.5 and "as fast as earlier" in said[1][1]
+    assert model.slowdown() < 1.25
+    mixed = CostModel(_profile(20_000))
+    rf = {"model": "model.random_forest", "params": {}}
+    for config, factor in [(LGBM, 1.0)] * 8 + [(rf, 4.0)] * 4:
+        mixed.observe(config, factor * mixed.prior_s(config))
+        assert speed_note(mixed) is None
+    assert mixed.slowdown() == pytest.approx(1.0)
 
 
 def test_the_error_is_the_median_absolute_log_ratio():

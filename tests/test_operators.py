@@ -175,3 +175,57 @@ def test_each_operator_says_when_the_recipe_coder_cannot_build_on_its_inputs(tas
     answer = coder.write(req(IMP, parent=llm))
     assert answer.plan.startswith("(node 4 was not written by the recipe coder; the recipe coder writes a fresh draft)")
     assert answer.config["change"] == "draft"
+
+
+def test_improve_credits_each_change_with_its_relative_gain_over_a_parent_of_its_fidelity(task):
+    lgbm = {"model": "model.lightgbm"}
+    nodes = [
+        _node(1, D, score=0.80, config=lgbm),
+        _node(2, IMP, score=0.84, config=lgbm | {"change": "param:num_leaves:up"}, parent=1),  # +5 %
+        _node(3, IMP, state=B, config=lgbm | {"change": "param:num_leaves:up"}, parent=1),  # failed: gained nothing
+        _node(4, IMP, score=0.78, config=lgbm | {"change": "param:learning_rate:down"}, parent=1),  # worse: 0
+        _node(5, IMP, score=0.90, config=lgbm | {"change": "param:subsample:up"}, parent=1, fidelity=1 / 3),  # another fidelity
+        _node(6, IMP, state=R, config=lgbm | {"change": "param:subsample:down"}, parent=1),  # not finished
+    ]
+    gains = improve.observed_gains(nodes, higher_is_better=True)
+    assert set(gains) == {"model.lightgbm param:num_leaves:up", "model.lightgbm param:learning_rate:down", "*"}
+    assert gains["model.lightgbm param:num_leaves:up"] == (2, pytest.approx(0.025))
+    assert gains["model.lightgbm param:learning_rate:down"] == (1, 0.0)
+    assert gains["*"] == (3, pytest.approx(0.05 / 3))
+    # lower is better: a child with a lower loss gained
+    down = improve.observed_gains([_node(1, D, score=0.5, config=lgbm), _node(2, IMP, score=0.4, config=lgbm | {"change": "c"}, parent=1)], False)
+    assert down["model.lightgbm c"] == (1, pytest.approx(0.2))
+
+
+def test_improve_draws_parameter_changes_by_expected_gain_per_second(task):
+    spec, prof = task
+    prof = prof | {"n_train": 300_000}  # where a fit's seconds are mostly training, not start-up
+    coder = RecipeCoder()
+    parent = _node(1, D, score=0.8, config=coder.default_config("model.lightgbm", prof))
+
+    def draws(gains, n=400):
+        req = CoderRequest(operator=IMP, task=spec, profile=prof, parent=parent, tier=0, move_gains=gains)
+        rng = random.Random(0)
+        return [improve.recipe_step(coder, req, rng)[0]["change"] for _ in range(n)]
+
+    moves = 2 * 7  # seven parameters in LightGBM's space, up or down
+    # no gains yet: only the predicted seconds differ, so more rounds (dearer) come less often than fewer
+    plain = draws({})
+    assert plain.count("param:n_estimators:up") < 0.7 * plain.count("param:n_estimators:down")
+    assert plain.count("param:num_leaves:up") > 0.5 * len(plain) / moves  # a change that costs the same stays near its share
+    # a change that has paid in this run is drawn over three times as often as its share; one that never paid, rarely
+    gains = {"model.lightgbm param:num_leaves:up": (4, 0.02), "model.lightgbm param:subsample:down": (4, 0.0), "*": (12, 0.004)}
+    paid = draws(gains)
+    assert paid.count("param:num_leaves:up") > 3 * len(paid) / moves
+    assert paid.count("param:subsample:down") < 0.5 * len(paid) / moves
+    # strategy changes too: before any gain, a cheap family comes more often than a dear one
+    req = CoderRequest(operator=IMP, task=spec, profile=prof, parent=parent, tier=2)
+    rng = random.Random(0)
+    families = [improve.recipe_step(coder, req, rng)[0]["change"] for _ in range(300)]
+    assert families.count("strategy:model:model.logistic_regression") > 2 * families.count("strategy:model:model.catboost")
+    # ... unless the run has scored it on this data far behind the parent (AUC 0.70 against 0.80)
+    scored = CoderRequest(operator=IMP, task=spec, profile=prof, parent=parent, tier=2,
+                          family_scores={"model.logistic_regression": 0.70, "model.catboost": 0.805, "model.lightgbm": 0.8})
+    rng = random.Random(0)
+    families = [improve.recipe_step(coder, scored, rng)[0]["change"] for _ in range(300)]
+    assert families.count("strategy:model:model.logistic_regression") < 0.2 * families.count("strategy:model:model.catboost")

@@ -82,6 +82,17 @@ class CoderRequest:
         tried: :func:`config_key` of every node of the graph that has a config -> the sequence
             number of the first node with it. A coder should not propose one of these again:
             the engine would rerun a program whose result it already has.
+        move_gains: For Improve: what each kind of change has gained so far in this run,
+            ``"<model> <change>"`` (e.g. ``"model.lightgbm param:num_leaves:up"``) -> ``(tries,
+            mean gain)``, the gain being a child's relative score improvement over its parent
+            (0 when it did not improve or failed); ``"*"`` is every change together
+            (:func:`operators.improve.observed_gains`).
+        family_scores: For Improve: the best valid score of each model entry in the run at the
+            parent's fidelity (ensembles not counted), so a coder knows how a family it might
+            switch to has done on this data.
+        costs: For Improve: the run's cost model, calibrated on its finished nodes
+            (:class:`mcgs.cost_model.CostModel`), so a coder can weigh a change's expected gain
+            by its predicted seconds; None when not given.
     """
 
     operator: Operator
@@ -97,6 +108,9 @@ class CoderRequest:
     references: tuple[FrozenNode, ...] = ()
     node_seq: int | None = None
     tried: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    move_gains: Mapping[str, tuple[int, float]] = dataclasses.field(default_factory=dict)
+    family_scores: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    costs: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from mcgs.contract import CONTRACT_VERSION
 from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
@@ -125,11 +125,17 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
     return code, tuple(ids)
 
 
-def mutate_params(config: dict[str, Any], entry: KnowledgeEntry, rng: random.Random, avoid: Iterable[str]) -> tuple[dict[str, Any], str]:
+def mutate_params(config: dict[str, Any], entry: KnowledgeEntry, rng: random.Random, avoid: Iterable[str],
+                  weigh: Callable[[dict[str, Any]], float] | None = None) -> tuple[dict[str, Any], str]:
     """One parameter of the model's search space moved up or down (a copy of ``config``):
     by a factor of 1.4-2.2 on log-scaled ranges, by 15-30 % of the range otherwise, clipped to
     the range. A move named in ``avoid`` (``param:NAME:up``) is skipped while another is left.
     Boosting's rounds follow a learning-rate move in inverse proportion.
+
+    Without ``weigh`` one move is drawn uniformly. With ``weigh`` (a moved config -> a weight
+    >= 0: Improve's expected gain per second, :func:`operators.improve.gain_per_second`) every
+    move is drawn and one is picked with probability proportional to its weight (uniformly when
+    every weight is 0).
 
     Returns:
         ``(new config, what changed)``.
@@ -139,8 +145,17 @@ def mutate_params(config: dict[str, Any], entry: KnowledgeEntry, rng: random.Ran
     names = [n for n in space if n in config["params"]]
     options = [(n, d) for n in names for d in ("up", "down")]
     fresh = [o for o in options if f"param:{o[0]}:{o[1]}" not in avoid] or options
-    name, direction = rng.choice(fresh)
-    rng_def = space[name]
+    if weigh is None:
+        return _moved(config, entry, *rng.choice(fresh), rng)
+    moves = [_moved(config, entry, name, direction, rng) for name, direction in fresh]
+    weights = [max(0.0, weigh(c)) for c, _ in moves]
+    return rng.choices(moves, weights=weights)[0] if sum(weights) > 0 else rng.choice(moves)
+
+
+def _moved(config: dict[str, Any], entry: KnowledgeEntry, name: str, direction: str, rng: random.Random) -> tuple[dict[str, Any], str]:
+    """``config`` with parameter ``name`` moved ``direction`` (``up``/``down``) by a random step
+    (:func:`mutate_params`), and what changed."""
+    rng_def = entry.recipe.space[name]
     old = config["params"][name]
     if rng_def.log:
         factor = rng.uniform(1.4, 2.2)
@@ -157,6 +172,7 @@ def mutate_params(config: dict[str, Any], entry: KnowledgeEntry, rng: random.Ran
     out["params"][name] = new
     # Keep boosting's learning rate and rounds in step: more rounds with a smaller rate.
     if name == "learning_rate":
+        space = entry.recipe.space
         for cost in COST_PARAMS:
             if cost in out["params"] and cost in space:
                 r = space[cost]
