@@ -63,6 +63,34 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
             _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, tmp_path / entry.id / "ws", entry.id)
 
 
+def test_on_a_large_table_every_model_recipe_holds_its_features_as_float32_and_scores_as_with_float64(tmp_path, monkeypatch):
+    """From FLOAT32_ROWS rows a program casts its numeric features to float32 (lowered here to
+    the test table's size): a boosted tree, a bagged tree, a linear and a distance-based model
+    (the other recipes take their features as these do) run on all feature blocks and score
+    within 0.01 of their float64 runs."""
+    import mcgs.coders.recipe_config as recipe_config
+
+    spec = make_task(tmp_path / "task", "binary")
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    chosen = [e for e in retrieve(prof, recipe_kind="model") if e.id in ("model.lightgbm", "model.random_forest", "model.logistic_regression", "model.knn")]
+    assert len(chosen) == 4
+    for entry in chosen:
+        config = coder.default_config(entry.id, prof)
+        config["features"] = {f: True for f in FEATURE_ORDER}
+        for p in COST_PARAMS:  # keep the test fast
+            if p in config["params"]:
+                config["params"][p] = 30
+        scores = {}
+        for rows in (10**9, 0):
+            monkeypatch.setattr(recipe_config, "FLOAT32_ROWS", rows)
+            ev, out, _ = run_recipe(spec, config, tmp_path / f"{entry.id}-{rows}")
+            code = (tmp_path / f"{entry.id}-{rows}" / "ws" / "solution.py").read_text()
+            assert ("astype(np.float32)" in code) == (rows == 0)
+            scores[rows] = ev.score
+        assert scores[0] == pytest.approx(scores[10**9], abs=0.01), entry.id
+
+
 def test_every_model_recipe_takes_column_names_with_json_characters(tmp_path):
     """LightGBM refuses feature names with JSON characters ([ ] " : , { }); columns named like
     that (radius[mm]) made every LightGBM draft fail (issue 31): each family must run on them."""

@@ -42,6 +42,9 @@ FEATURE_ORDER = (
 BOOSTED_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
+#: From this many rows (training plus test) a recipe program holds its numeric features as
+#: float32 (issue 33 §5: memory sized to the data); below it, float64 as read.
+FLOAT32_ROWS = 100_000
 
 
 def feature_entries(profile: dict[str, Any]) -> dict[str, KnowledgeEntry]:
@@ -84,7 +87,8 @@ def default_config(model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_program(config: dict[str, Any], *, title: str, plan: str, profile: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """Render a config into a standalone ``solution.py``.
+    """Render a config into a standalone ``solution.py`` (numeric features as float32 from
+    :data:`FLOAT32_ROWS` rows of the profile's training and test tables).
 
     Returns:
         ``(code, knowledge_ids)``.
@@ -121,6 +125,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         params=repr(params),
         max_categories=MAX_CATEGORIES,
         text_min_words=TEXT_MIN_WORDS,
+        float32=(profile.get("n_train") or 0) + (profile.get("n_test") or 0) >= FLOAT32_ROWS,
     )
     return code, tuple(ids)
 
