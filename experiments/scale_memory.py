@@ -7,6 +7,10 @@ whole process tree is summed (psutil; RSS, which counts pages shared between pro
 process, so the figure is an upper bound). At the end the submission is graded on the suite's
 answers and the valid nodes are counted per fidelity (:mod:`mcgs.fidelity`: full fidelity is the
 data and fold scheme the final choice uses; lower ones are successive halving's subsamples).
+Whether the engine's own work on large outputs (reading and scoring each node's OOF predictions,
+selecting ensembles over them) slows the search shows in the share of the wall time outside the
+candidate programs: ``1 - sum(candidate run times) / wall`` (plan screening and the engine's
+start count as outside too).
 
 Usage (from the repository root; the suite built by experiments/suite.py)::
 
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     low = [n for n in snap.search_nodes if not n.full_fidelity]
     low_valid = [n for n in low if n.state.value == "valid"]
     promoted = [n for n in snap.search_nodes if "promoted_from" in n.config]
+    candidates_s = sum(n.runtime_s or 0.0 for n in snap.nodes if n.parent_id is not None)
     grade = grade_suite_submission(args.suite, args.task, run_dir / "best" / "submission.csv")
     rows = snap.task.n_train + snap.task.n_test
     lines = [
@@ -81,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| valid low-fidelity nodes (successive halving) | {len(low_valid)} of {len(low)} |",
         f"| promotions (to the next rung) | {len(promoted)} |",
         f"| held-out {snap.task.metric} of the submission | {grade['score']} (valid: {grade['valid_submission']}) |",
-        f"| peak resident memory of engine + candidates (sum of RSS) | {peak / 2**30:.2f} GiB |", "",
+        f"| peak resident memory of engine + candidates (sum of RSS) | {peak / 2**30:.2f} GiB |",
+        f"| wall time outside candidate programs (engine, screening, start) | {wall - candidates_s:.0f} s of {wall:.0f} s ({1 - candidates_s / wall:.1%}) |", "",
         f"Command: `python experiments/scale_memory.py --suite SUITE --task {args.task} --time-budget {args.time_budget} "
         f"--work WORK --report {args.report}`",
     ]
