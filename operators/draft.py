@@ -10,11 +10,14 @@ the starter program a user gave (``--baseline``, MLAgentBench mode: :func:`run_b
 * **Recipe step** (:func:`recipe_step`): a model entry that fits the profile and that no draft
   used yet (drafts differ in kind, not only in seed), from a family no draft used yet when one
   is left (ridge waits until every other family has a draft when lasso has one), with the
-  default feature blocks.
+  default feature blocks; on data where the cost model expects the default program to take over
+  a third of the candidate time limit, with fewer rounds or trees (:func:`affordable`).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +25,10 @@ import networkx as nx
 
 from mcgs.branches import Expansion, live_children
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import default_config, family, mutate_params
-from mcgs.cost_model import CostModel
-from mcgs.graph import node
-from mcgs.knowledge_base import rank_entries
+from mcgs.coders.recipe_config import COST_PARAMS, default_config, family, mutate_params
+from mcgs.cost_model import OVERHEAD_S, CostModel, cost_model_from_nodes
+from mcgs.graph import node, nodes_by_seq
+from mcgs.knowledge_base import KnowledgeEntry, rank_entries
 from mcgs.node import NodeState, Operator
 from mcgs.operators.context import OperatorContext
 from mcgs.settings import SearchSettings
@@ -49,16 +52,59 @@ def propose(g: nx.DiGraph, v: int, s: SearchSettings, higher_is_better: bool) ->
     return None
 
 
+#: A draft whose default program the cost model expects to take more than this share of the
+#: candidate time limit is made cheaper (:func:`affordable`). Ours: a third leaves room for a
+#: prediction off by a factor of three before its run is cut at the limit.
+DRAFT_LIMIT_SHARE = 1 / 3
+
+
 def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
-    """Request a draft; the existing drafts are passed as siblings so the coder diversifies."""
-    return ctx.request(exp, Operator.DRAFT, with_parent=False)
+    """Request a draft; the existing drafts are passed as siblings so the coder diversifies,
+    with the run's calibrated cost model (:func:`affordable`)."""
+    req = ctx.request(exp, Operator.DRAFT, with_parent=False)
+    return dataclasses.replace(req, costs=cost_model_from_nodes(ctx.profile, ctx.task.validation, nodes_by_seq(ctx.graph)))
+
+
+def affordable(config: dict[str, Any], entry: KnowledgeEntry, costs: CostModel, limit_s: float) -> tuple[dict[str, Any], str]:
+    """``config`` made cheap enough for its time limit: when the cost model predicts more than
+    :data:`DRAFT_LIMIT_SHARE` of ``limit_s`` (seconds), its rounds or trees (``n_estimators``,
+    ``iterations``, ``max_iter``) are cut in proportion (when by more than a tenth), not below their search space's low end,
+    and a boosting learning rate is raised by the same factor (within its range) so the
+    ensemble learns as much per program (FLAML likewise starts from low-cost configurations:
+    Wu et al., *Frugal Optimization for Cost-related Hyperparameters*, AAAI 2021).
+
+    Returns:
+        ``(config, note)``: a copy of ``config`` when changed, else ``config`` itself; ``note``
+        says what changed and why ("" when nothing did).
+    """
+    predicted = costs.predict_s(config)
+    target = DRAFT_LIMIT_SHARE * limit_s
+    space = entry.recipe.space if entry.recipe else {}
+    params = config.get("params", {})
+    name = next((p for p in COST_PARAMS if p in params and p in space), None)
+    if predicted <= target or name is None or predicted <= OVERHEAD_S:
+        return config, ""
+    factor = max(0.0, target - OVERHEAD_S) / (predicted - OVERHEAD_S)
+    old = params[name]
+    new = max(int(space[name].low), int(round(old * factor)))
+    if new > 0.9 * old:  # a cut of under a tenth is not worth a weaker learning rate schedule
+        return config, ""
+    out = copy.deepcopy(config)
+    out["params"][name] = new
+    note = f"{name} {old} -> {new}"
+    if "learning_rate" in params and "learning_rate" in space:
+        rate = min(space["learning_rate"].high, params["learning_rate"] * old / new)
+        out["params"]["learning_rate"] = float(f"{rate:.4g}")
+        note += f", learning_rate {params['learning_rate']} -> {out['params']['learning_rate']}"
+    return out, (f" Made cheaper for this data ({note}): the cost model predicts {predicted:.0f}s for the defaults "
+                 f"against a limit of {limit_s:.0f}s per candidate.")
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:
     """The recipe coder's draft: ``(config, plan)``.
 
-    Under a short time limit, entries whose default program the cost model expects to need more
-    than half of it are drafted last (:meth:`mcgs.cost_model.CostModel.prior_s`); otherwise a family with no draft
+    Under a short time limit, entries whose program the cost model expects to need more than
+    half of it even when made cheaper (:func:`affordable`) are drafted last; otherwise a family with no draft
     yet comes before a second member of a drafted one: the ensemble needs members that err
     differently. Once every entry has a draft, a random one is drafted with one parameter moved.
     """
@@ -66,19 +112,22 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
     unused = [m for m in models if m.id not in used]
     drafted_families = {family(m) for m in models if m.id in used}
-    costs = CostModel.for_task(req.profile, req.task.validation)
-    unused.sort(key=lambda m: (costs.prior_s(default_config(m.id, req.profile)) > 0.5 * req.per_run_timeout_s, family(m) in drafted_families))
+    costs = req.costs if req.costs is not None else CostModel.for_task(req.profile, req.task.validation)
+    limit = req.per_run_timeout_s
+    unused.sort(key=lambda m: (costs.predict_s(affordable(default_config(m.id, req.profile), m, costs, limit)[0]) > 0.5 * limit, family(m) in drafted_families))
     entry = unused[0] if unused else rng.choice(models)
     config = default_config(entry.id, req.profile)
     if not unused:
         # every family has a draft already: vary it so the new draft is not a copy
         config = mutate_params(config, entry, rng, avoid=())[0]
+    config, cheaper = affordable(config, entry, costs, limit)
     on = [f for f, v in config["features"].items() if v]
     advice = [e.title for e, _ in rank_entries(req.profile, req.task.description, top_k=12) if e.level != "model"][:3]
     plan = (
         f"Draft: {entry.title} with default parameters on engineered features "
         f"({', '.join(on) or 'raw columns only'}), trained with the task's folds. {entry.guidance.strip()}"
         + (f" Knowledge that applies to this data: {'; '.join(advice)}." if advice else "")
+        + cheaper
     )
     return config, plan
 
