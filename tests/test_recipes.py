@@ -48,11 +48,7 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
     models = retrieve(prof, recipe_kind="model")
     assert len(models) >= 5
     for entry in models:
-        config = coder.default_config(entry.id, prof)
-        config["features"] = {f: True for f in FEATURE_ORDER}
-        for p in COST_PARAMS:  # keep the test fast
-            if p in config["params"]:
-                config["params"][p] = 40
+        config = _every_block_few_rounds(coder, entry, prof, 40)
         if "n_estimators" in config["params"] and entry.id == "model.random_forest":
             config["params"]["n_estimators"] = 30
         ev, _, ids = run_recipe(spec, config, tmp_path / entry.id)
@@ -63,7 +59,18 @@ def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
             _predicting_a_few_rows_gives_their_predictions_in_the_full_test_table(spec, tmp_path / entry.id / "ws", entry.id)
 
 
-def test_on_a_large_table_every_model_recipe_holds_its_features_as_float32_and_scores_as_with_float64(tmp_path, monkeypatch):
+def _every_block_few_rounds(coder, entry, prof, rounds):
+    """The entry's default config with every feature block on and ``rounds`` rounds or
+    iterations (to keep a test fast)."""
+    config = coder.default_config(entry.id, prof)
+    config["features"] = {f: True for f in FEATURE_ORDER}
+    for p in COST_PARAMS:
+        if p in config["params"]:
+            config["params"][p] = rounds
+    return config
+
+
+def test_on_a_large_table_model_recipes_hold_their_features_as_float32_and_score_as_with_float64(tmp_path, monkeypatch):
     """From FLOAT32_ROWS rows a program casts its numeric features to float32 (lowered here to
     the test table's size): a boosted tree, a bagged tree, a linear and a distance-based model
     (the other recipes take their features as these do) run on all feature blocks and score
@@ -76,11 +83,7 @@ def test_on_a_large_table_every_model_recipe_holds_its_features_as_float32_and_s
     chosen = [e for e in retrieve(prof, recipe_kind="model") if e.id in ("model.lightgbm", "model.random_forest", "model.logistic_regression", "model.knn")]
     assert len(chosen) == 4
     for entry in chosen:
-        config = coder.default_config(entry.id, prof)
-        config["features"] = {f: True for f in FEATURE_ORDER}
-        for p in COST_PARAMS:  # keep the test fast
-            if p in config["params"]:
-                config["params"][p] = 30
+        config = _every_block_few_rounds(coder, entry, prof, 30)
         scores = {}
         for rows in (10**9, 0):
             monkeypatch.setattr(recipe_config, "FLOAT32_ROWS", rows)
