@@ -268,3 +268,59 @@ def test_the_mean_normalised_score_puts_lightgbm_at_0_and_the_best_at_1():
              "tie": {"lightgbm": row(0.5), "flaml": row(0.5), "mcgs": row(0.5)},  # no spread: left out
              "none": {"lightgbm": row(2.0, True), "flaml": row(1.0, True), "mcgs": row(None, True)}}
     assert _mean_normalised(table, ("mcgs", "flaml", "lightgbm")) == {"mcgs": round((0.5 + 1.0 + 0.0) / 3, 4), "flaml": round((1.0 + 0.5 + 1.0) / 3, 4), "lightgbm": 0.0}
+
+
+def _result(comp, competitor, seed, score, lower=False):
+    """A result file as `mcgs bench` writes it (the fields the table reads)."""
+    return {"competition_id": comp, "competitor": competitor, "seed": seed, "score": score, "is_lower_better": lower,
+            "valid_submission": score is not None, "gold_medal": False, "silver_medal": False, "bronze_medal": False,
+            "status": "finished", "wall_s": 590.0, "overrun_s": -10.0, "budget_s": 600.0}
+
+
+def test_seeds_combine_into_one_table_with_the_acceptance_figures(tmp_path):
+    """issue 33: three seeds on small tasks are averaged per pair; the table says on how many tasks
+    mcgs is ahead of FLAML and of the better AutoGluon preset, and by how much it is behind where
+    it is not, in each metric's direction."""
+    import subprocess
+    import sys
+
+    from mcgs.mlebench.bench import combine_seeds
+
+    scores = {  # (task, lower is better) -> competitor -> score per seed
+        ("small_auc", False): {"mcgs": [0.84, 0.86, 0.85], "flaml": [0.857, 0.85, 0.85], "lightgbm": [0.77] * 3,
+                               "autogluon_medium": [0.83] * 3, "autogluon_best": [0.84] * 3},
+        ("big_rmse", True): {"mcgs": [138.0], "flaml": [137.5], "lightgbm": [155.0], "autogluon_medium": [142.0], "autogluon_best": [135.0]},
+    }
+    for seed in range(3):
+        d = tmp_path / f"seed{seed}" / "results"
+        d.mkdir(parents=True)
+        for (task, lower), by in scores.items():
+            for competitor, per_seed in by.items():
+                if seed < len(per_seed):
+                    (d / f"{task}-{competitor}.json").write_text(json.dumps(_result(task, competitor, seed, per_seed[seed], lower)))
+    dirs = [tmp_path / f"seed{s}" for s in range(3)]
+    summary = combine_seeds(dirs)
+    small = summary["table"]["small_auc"]
+    assert small["mcgs"]["score"] == pytest.approx(0.85) and small["mcgs"]["seeds"] == [0, 1, 2]
+    assert small["flaml"]["score"] == pytest.approx(0.852333, abs=1e-6)
+    assert summary["table"]["big_rmse"]["mcgs"]["seeds"] == [0]
+    # small_auc: 0.85 / 0.85233 -> 0.27 % behind FLAML, ahead of AutoGluon best (0.84);
+    # big_rmse (lower is better): 137.5 / 138 -> 0.36 % behind FLAML, 135 / 138 -> 2.17 % behind AutoGluon best
+    assert summary["mcgs_vs_flaml"] == pytest.approx({"small_auc": 0.85 / 0.8523333, "big_rmse": 137.5 / 138.0})
+    assert summary["mcgs_vs_best_autogluon"] == pytest.approx({"small_auc": 0.85 / 0.84, "big_rmse": 135.0 / 138.0})
+    assert summary["mean_normalised_score"]["lightgbm"] == 0.0
+
+    report = tmp_path / "seeds.md"
+    run = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "bench_seeds.py"), *map(str, dirs),
+                          "--report", str(report)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    md = report.read_text()
+    assert "0.85 (0.997) [mean of 3 seeds]" in md
+    assert "mcgs against FLAML: ahead on 0 of 2 (0 %); behind on big_rmse by 0.36 %, small_auc by 0.27 %." in md
+    assert "mcgs against the better AutoGluon preset: ahead on 1 of 2 (50 %); behind on big_rmse by 2.17 %." in md
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "bench_seeds.py"), str(empty)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and f"{empty} has no results/*.json" in bad.stderr

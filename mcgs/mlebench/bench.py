@@ -36,7 +36,7 @@ from mcgs.mlebench.campaign import atomic_write, engine_commit, ensure_prepared,
 from mcgs.mlebench.competitors import COMPETITORS
 from mcgs.mlebench.grade import grade_submission
 
-__all__ = ["BenchSpec", "ALL_COMPETITORS", "run_bench", "render_bench_markdown", "bench_command", "grade_suite_submission", "suite_tasks"]
+__all__ = ["BenchSpec", "ALL_COMPETITORS", "run_bench", "combine_seeds", "render_bench_markdown", "bench_command", "grade_suite_submission", "suite_tasks"]
 
 ALL_COMPETITORS = ("mcgs", *COMPETITORS)
 KILL_FACTOR, KILL_GRACE_S = 1.5, 60.0
@@ -205,7 +205,34 @@ def _summary(results: list[dict[str, Any]], spec: BenchSpec) -> dict[str, Any]:
             lower = m["is_lower_better"]
             ahead.append(f["score"] is None or (m["score"] < f["score"] if lower else m["score"] > f["score"]))
     return {"table": table, "mcgs_ahead_of_flaml": sum(ahead), "compared_with_flaml": len(ahead),
+            "mcgs_vs_flaml": _mcgs_versus(table, ("flaml",)),
+            "mcgs_vs_best_autogluon": _mcgs_versus(table, ("autogluon_medium", "autogluon_best")),
             "mean_normalised_score": _mean_normalised(table, spec.competitors)}
+
+
+def _mcgs_versus(table: dict[str, dict[str, Any]], rivals: tuple[str, ...]) -> dict[str, float]:
+    """mcgs's direction-aware ratio to the best of ``rivals`` per competition (issue 33's "ahead"
+    and "% behind"): ``mcgs / rival`` when higher is better, ``rival / mcgs`` when lower is
+    better, so > 1 means mcgs is ahead and 0.99 means 1 % behind. Only competitions where mcgs
+    and every one of ``rivals`` have a result; a rival without a submission counts as beaten
+    (ratio ``inf``), mcgs without one as 0; a score of 0 (no ratio) leaves the competition out."""
+    out: dict[str, float] = {}
+    for comp, by in table.items():
+        m = by.get("mcgs")
+        if m is None or any(r not in by for r in rivals):
+            continue
+        lower = m["is_lower_better"]
+        scored = [by[r]["score"] for r in rivals if by[r]["score"] is not None]
+        if m["score"] is None:
+            out[comp] = 0.0
+        elif not scored:
+            out[comp] = float("inf")
+        else:
+            best = (min if lower else max)(scored)
+            ratio = _ratio(m["score"], best, lower)
+            if ratio is not None:  # None: a score of 0 has no ratio
+                out[comp] = ratio
+    return out
 
 
 def _mean_normalised(table: dict[str, dict[str, Any]], competitors: tuple[str, ...]) -> dict[str, float | None]:
@@ -230,6 +257,78 @@ def _mean_normalised(table: dict[str, dict[str, Any]], competitors: tuple[str, .
                 score = by[c]["score"]
                 sums[c].append(0.0 if score is None else (score - base) / (best - base))
     return {c: (round(sum(v) / len(v), 4) if v else None) for c, v in sums.items()}
+
+
+def _versus_line(versus: dict[str, float], rival: str) -> str:
+    """One report line: on how many competitions mcgs is ahead of ``rival`` and how far behind it
+    is where it is not (ratios from :func:`_mcgs_versus`)."""
+    ahead = sum(1 for v in versus.values() if v > 1.0)
+    behind = {c: v for c, v in versus.items() if v < 1.0}
+    line = f"mcgs against {rival}: ahead on {ahead} of {len(versus)} ({100 * ahead / len(versus):.0f} %)"
+    if behind:
+        line += "; behind on " + ", ".join(f"{c} by {100 * (1 - v):.2f} %" for c, v in sorted(behind.items(), key=lambda kv: kv[1]))
+    return line + "."
+
+
+def combine_seeds(bench_dirs: list[Path], competitions: list[str] | None = None) -> dict[str, Any]:
+    """One comparison from several bench folders of the same competitors and budget run with
+    different ``--seed`` (issue 33: three seeds on the tasks below 10 000 rows, one above): each
+    (competition, competitor) pair's score is the mean over the seeds that have a result, and the
+    summary (ratios to the best, mcgs against FLAML and AutoGluon, mean normalised score) is
+    computed on those means as :func:`run_bench` computes it on one seed.
+
+    Args:
+        bench_dirs: Bench folders (``--out`` of ``mcgs bench``), each with ``results/*.json``.
+        competitions: Order of the table's rows (default: the first folder's ``bench.json``
+            order, then any others alphabetically).
+
+    Returns:
+        A summary as :func:`run_bench` returns, each result with ``seeds`` (the seeds averaged)
+        and ``seed_scores``; ``None`` scores (no submission) count as missing seeds unless every
+        seed has none.
+
+    Raises:
+        ValueError: a folder without ``results/``, or folders whose budgets differ.
+    """
+    pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    budgets = set()
+    order: list[str] = []
+    for d in bench_dirs:
+        files = sorted((Path(d) / "results").glob("*.json"))
+        if not files:
+            raise ValueError(f"{d} has no results/*.json; pass the --out folder of a `mcgs bench` run")
+        summary_file = Path(d) / "bench.json"
+        if summary_file.is_file() and not order:
+            order = list(json.loads(summary_file.read_text())["table"])
+        for f in files:
+            r = json.loads(f.read_text())
+            budgets.add(r["budget_s"])
+            pairs.setdefault((r["competition_id"], r["competitor"]), []).append(r)
+    if len(budgets) > 1:
+        raise ValueError(f"the folders were run with different budgets ({sorted(budgets)} s); combine runs of one budget")
+    results = []
+    for (comp, competitor), rows in pairs.items():
+        scored = [r for r in rows if r["score"] is not None]
+        rep = dict((scored or rows)[0])
+        rep.update(score=(sum(r["score"] for r in scored) / len(scored)) if scored else None,
+                   seeds=sorted(r["seed"] for r in rows), seed_scores={r["seed"]: r["score"] for r in rows},
+                   wall_s=max(r["wall_s"] for r in rows), overrun_s=max(r["overrun_s"] for r in rows))
+        results.append(rep)
+    present = {r["competition_id"] for r in results}
+    comps = competitions or [c for c in order if c in present] + sorted(present - set(order))
+    competitors = tuple(c for c in ALL_COMPETITORS if any(r["competitor"] == c for r in results))
+    summary = _summary(results, _Rows(tuple(comps), competitors))
+    summary.update(competitors=list(competitors), done_pairs=len(results), planned_pairs=len(comps) * len(competitors),
+                   time_budget_s=budgets.pop(), seeds_by_pair={f"{c}-{k}": v["seeds"] for c, by in summary["table"].items() for k, v in by.items()})
+    return summary
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rows:
+    """What :func:`_summary` reads of a :class:`BenchSpec`: the table's rows and columns."""
+
+    competitions: tuple[str, ...]
+    competitors: tuple[str, ...]
 
 
 def grade_suite_submission(suite_dir: Path, name: str, submission: Path) -> dict[str, Any]:
@@ -345,7 +444,8 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
                 cells.append("not run" if r is None else "no submission")
                 continue
             medal = "gold" if r["gold_medal"] else "silver" if r["silver_medal"] else "bronze" if r["bronze_medal"] else ""
-            cells.append(f"{fmt_number(r['score'], 5)} ({r['ratio_to_best']:.3f}){' ' + medal if medal else ''}")
+            seeds = f" [mean of {len(r['seeds'])} seeds]" if len(r.get("seeds", ())) > 1 else ""
+            cells.append(f"{fmt_number(r['score'], 5)} ({r['ratio_to_best']:.3f}){' ' + medal if medal else ''}{seeds}")
         lines.append(f"| {comp} | " + " | ".join(cells) + " |")
     lines += ["", "Wall time less budget (s; positive = overran), and how each process ended:", "",
               "| competition | " + " | ".join(comps) + " |", "|---|" + "---|" * len(comps)]
@@ -354,6 +454,10 @@ def render_bench_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| {comp} | " + " | ".join(cells) + " |")
     if summary["compared_with_flaml"]:
         lines += ["", f"mcgs ahead of FLAML on {summary['mcgs_ahead_of_flaml']} of {summary['compared_with_flaml']} competitions."]
+    for key, rival in (("mcgs_vs_flaml", "FLAML"), ("mcgs_vs_best_autogluon", "the better AutoGluon preset")):
+        versus = summary.get(key) or {}
+        if versus:
+            lines += ["", _versus_line(versus, rival)]
     normalised = summary.get("mean_normalised_score") or {}
     if any(v is not None for v in normalised.values()):
         lines += ["", "Mean normalised score (0 = LightGBM with defaults, 1 = each task's best competitor; no submission = 0): "
