@@ -6,9 +6,14 @@ before it, then observed. The table gives, per model, the median ``|log(predicte
 of the prior alone and of the calibrated prediction (0 = exact; 0.69 = off by a factor of 2),
 over every run given.
 
+Each argument is a run folder, or a JSON file of such rows that ``mcgs bench`` keeps for every
+mcgs pair (``BENCH_DIR/cost_model/<task>-seed<seed>.json``: the run folders themselves are not
+kept in the repository, these rows are).
+
 Usage (from the repository root)::
 
     .venv/bin/python experiments/cost_model.py BENCH_DIR/runs/*/mcgs/run --report docs/results/cost_model.md
+    .venv/bin/python experiments/cost_model.py docs/results/suite_bench_10min/cost_model/*.json --report docs/results/cost_model.md
 """
 
 from __future__ import annotations
@@ -19,32 +24,14 @@ import sys
 from pathlib import Path
 
 
-def replay(run_dir: Path) -> list[dict]:
-    """One row per predictable node of a run: model, prior, calibrated prediction, actual."""
-    from mcgs.cost_model import CostModel
-    from mcgs.snapshot import load_run
-
-    snap = load_run(run_dir)
-    profile = json.loads((run_dir / "profile.json").read_text())
-    model = CostModel.for_task(profile, snap.task.validation)
-    rows = []
-    for node in snap.nodes:
-        if not node.config.get("model") or not node.runtime_s or node.state.value not in ("valid", "buggy", "invalid_output"):
-            continue
-        rows.append({"task": snap.task.name, "model": node.config["model"], "prior": model.prior_s(node.config, node.fidelity),
-                     "predicted": model.predict_s(node.config, node.fidelity), "actual": node.runtime_s})
-        model.observe(node.config, node.runtime_s, node.fidelity)
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
-    from mcgs.cost_model import prediction_error
+    from mcgs.cost_model import prediction_error, replay_run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="Run folders.")
+    parser.add_argument("runs", nargs="+", type=Path, help="Run folders, or JSON files of replayed rows (mcgs bench's cost_model/).")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args(argv)
-    rows = [r for run in args.runs for r in replay(run)]
+    rows = [r for run in args.runs for r in (json.loads(run.read_text()) if run.is_file() else replay_run(run))]
     by_model: dict[str, list[dict]] = {}
     for r in rows:
         by_model.setdefault(r["model"], []).append(r)

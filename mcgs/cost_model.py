@@ -35,7 +35,7 @@ import math
 import statistics
 from typing import Any, Iterable
 
-__all__ = ["CostModel", "fold_work", "prediction_error", "run_cost_model", "cost_model_from_nodes", "candidate_limit", "speed_note", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S"]
+__all__ = ["CostModel", "fold_work", "prediction_error", "replay_run", "run_cost_model", "cost_model_from_nodes", "candidate_limit", "speed_note", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S"]
 
 OVERHEAD_S = 2.0
 UNIT_S = 0.25
@@ -243,3 +243,39 @@ def prediction_error(pairs: Iterable[tuple[float, float]]) -> float | None:
     log(2) = 0.69 = off by a factor of two); None without pairs."""
     errors = [abs(math.log(p / a)) for p, a in pairs if p > 0 and a > 0]
     return statistics.median(errors) if errors else None
+
+
+def replay_run(run_dir) -> list[dict[str, Any]]:
+    """The cost model replayed on a finished run, node by node: every node with a recipe config
+    and a run time (valid, or failed after running) is predicted at its fidelity by a
+    :class:`CostModel` calibrated on the nodes before it, then observed.
+
+    Args:
+        run_dir: A run folder (``mcgs run --out``; its ``mcgs.db`` and ``profile.json``).
+
+    Returns:
+        One dict per such node, in node order: ``task``, ``model`` (knowledge entry id),
+        ``fidelity``, ``prior`` (the uncalibrated prediction, s), ``predicted`` (calibrated, s),
+        ``actual`` (measured run time, s).
+
+    Raises:
+        OSError: the folder has no ``profile.json``; errors of :func:`mcgs.snapshot.load_run`.
+    """
+    import json
+    from pathlib import Path
+
+    from mcgs.snapshot import load_run
+
+    run_dir = Path(run_dir)
+    snap = load_run(run_dir)
+    profile = json.loads((run_dir / "profile.json").read_text())
+    model = CostModel.for_task(profile, snap.task.validation)
+    rows = []
+    for node in snap.nodes:
+        if not node.config.get("model") or not node.runtime_s or node.state.value not in ("valid", "buggy", "invalid_output"):
+            continue
+        rows.append({"task": snap.task.name, "model": node.config["model"], "fidelity": node.fidelity,
+                     "prior": model.prior_s(node.config, node.fidelity), "predicted": model.predict_s(node.config, node.fidelity),
+                     "actual": node.runtime_s})
+        model.observe(node.config, node.runtime_s, node.fidelity)
+    return rows

@@ -156,6 +156,9 @@ def test_bench_grades_every_competitor_reports_overruns_kills_a_late_one_and_res
     assert max(r["ratio_to_best"] for r in rows.values()) == 1.0 and min(r["ratio_to_best"] for r in rows.values()) > 0.8
     md = (out / "bench.md").read_text()
     assert "| spaceship-titanic |" in md and "Command: `mcgs bench --competitions spaceship-titanic" in md
+    # the mcgs pair's cost-model replay is kept beside the results (its run folder is not)
+    cost_rows = json.loads((out / "cost_model" / "spaceship-titanic-seed0.json").read_text())
+    assert cost_rows and {r["model"] for r in cost_rows} == {"model.logistic_regression"} and all(r["actual"] > 0 for r in cost_rows)
 
     # a competitor still running at its hard limit is killed and scored as having no submission
     monkeypatch.setattr(bench, "KILL_FACTOR", 1.0)

@@ -119,3 +119,42 @@ def test_a_recipe_candidate_gets_a_limit_from_its_predicted_run_time_and_is_told
     assert "the cost model predicted" in finished.error
     # an LLM's program (no recipe config) keeps the run's fixed limit
     assert cost_model.candidate_limit(search, root, 300.0) == (300.0, None)
+
+
+def test_a_finished_run_replays_node_by_node_and_the_report_reads_the_kept_rows_as_it_reads_the_run(tmp_path):
+    """``replay_run`` predicts each recipe node from the nodes before it: the first node of a
+    family is predicted by its prior alone, and every row's actual is the node's stored run time.
+    ``experiments/cost_model.py`` gives the same table from the rows kept as JSON (what
+    ``mcgs bench`` keeps) as from the run folder."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from mcgs.cost_model import replay_run
+    from mcgs.demo import build_demo_task
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    settings = SearchSettings(max_nodes=4, time_budget_s=1200, plan_candidates=0,
+                              recipe_models=["model.logistic_regression", "model.random_forest"])
+    search = create_search(build_demo_task(tmp_path / "task"), tmp_path / "run", settings=settings)
+    search.run()
+    timed = {n.id: n.runtime_s for n in search.nodes() if n.config.get("model") and n.runtime_s}
+    rows = replay_run(tmp_path / "run")
+    assert len(rows) == len(timed) >= 2
+    assert sorted(r["actual"] for r in rows) == sorted(timed.values())
+    firsts = {}
+    for r in rows:
+        firsts.setdefault(r["model"], r)
+        assert r["prior"] > 0 and r["predicted"] > 0 and r["fidelity"] is not None
+    assert set(firsts) == {"model.logistic_regression", "model.random_forest"}
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import cost_model as report
+
+    kept = tmp_path / "rows.json"
+    kept.write_text(json.dumps(rows))
+    report.main([str(tmp_path / "run"), "--report", str(tmp_path / "from_run.md")])
+    report.main([str(kept), "--report", str(tmp_path / "from_rows.md")])
+    table = lambda p: [line for line in p.read_text().splitlines() if line.startswith("| model.")]  # noqa: E731
+    assert table(tmp_path / "from_run.md") == table(tmp_path / "from_rows.md") and len(table(tmp_path / "from_run.md")) == 2

@@ -172,6 +172,8 @@ def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], 
             _stop_tree(proc)
             raise
     wall = spent + time.monotonic() - start
+    if competitor == "mcgs":
+        _keep_cost_rows(spec, comp, folder / "run", say)
     if spec.suite_dir is not None:
         report = grade_suite_submission(spec.suite_dir, comp, submission)
     else:
@@ -182,6 +184,21 @@ def _run_pair(spec: BenchSpec, comp: str, competitor: str, say: Callable[[str], 
     report.update(competitor=competitor, status=status, wall_s=round(wall, 1), budget_s=spec.time_budget_s,
                   overrun_s=round(wall - spec.time_budget_s, 1), seed=spec.seed, threads=spec.threads, commit=commit)
     return report
+
+
+def _keep_cost_rows(spec: BenchSpec, comp: str, run_dir: Path, say: Callable[[str], None]) -> None:
+    """Write the cost model's replay of an mcgs run (:func:`mcgs.cost_model.replay_run`) to
+    ``<out>/cost_model/<comp>-seed<seed>.json``: issue 33 reports the prediction error per family
+    on the suite's runs, and the run folders (``runs/``, gigabytes) are not kept where the
+    results are. A run that cannot be replayed is said and skipped: the score still counts."""
+    from mcgs.cost_model import replay_run
+
+    try:
+        rows = replay_run(run_dir)
+    except Exception as exc:  # noqa: BLE001 - a side record; never lose the pair's grading for it
+        say(f"{comp} / mcgs: the cost model's replay of {run_dir} failed ({type(exc).__name__}: {exc}); no cost_model/ rows for it")
+        return
+    atomic_write(spec.out_dir / "cost_model" / f"{comp}-seed{spec.seed}.json", json.dumps(rows, indent=1))
 
 
 def _ratio(score: float | None, best: float | None, lower_is_better: bool) -> float | None:
