@@ -334,7 +334,8 @@ class PlanQueue:
         search = self.search
         share = search.settings.screen_share * search.clock.remaining
         if share < 5.0 * len(plans):
-            search.say(f"budget too small to screen {len(plans)} draft plans ({share:.0f}s of screening time); drafting them in the order the coder proposed")
+            search.say(f"not screening the {len(plans)} draft plans: this budget leaves {share:.0f} s for screening, under 5 s a plan; "
+                       f"they are drafted in the order the coder proposed them")
             return
         folder = search.run_dir / "screen"
         screen = build_screen_task(search.task, folder / "task", screen_rows_for(search.task.n_train, search.settings.screen_rows),

@@ -14,6 +14,12 @@ __all__ = ["status_view", "spend_view"]
 TOP_K = 5
 
 
+def _table(title: str) -> Table:
+    """A table whose title stays on one line: rich wraps a title to the table's width, and a
+    table of two narrow columns is narrower than its title."""
+    return Table(title=title, title_justify="left", min_width=len(title) + 4)
+
+
 def _lineage(best, by_id) -> str:
     chain = []
     node = best
@@ -47,7 +53,7 @@ def status_view(snap) -> Group:
         parts.append(Text(f"no process is searching this run any more (it was stored as {run.status}); continue it with "
                           f"`mcgs resume RUN_DIR` (nodes left running are queued again)", style="yellow"))
 
-    t = Table(title="nodes by operator and state", title_justify="left")
+    t = _table("nodes by operator and state")
     t.add_column("operator")
     states = sorted({n.state.value for n in nodes})
     for s in states:
@@ -59,18 +65,23 @@ def status_view(snap) -> Group:
 
     best = snap.chosen_node
     if best:
-        parts.append(Text(f"chosen {task.metric}: {best.score:.6f} (node {best.seq}, {best.operator.value}); "
+        nested = best.config.get("nested_score")
+        honest = (f"; cross-fitted {float(nested):.6f} (the OOF score above is optimistic: the ensemble's weights were fitted on those rows)"
+                  if nested is not None else "")
+        parts.append(Text(f"chosen {task.metric}: {best.score:.6f} (node {best.seq}, {best.operator.value}){honest}; "
                           f"elapsed {spent:.0f}s of {budget:.0f}s"))
         single = snap.best_single_node
         if single is not None:
             parts.append(Text(f"best single node {single.seq}: {task.metric} {single.score:.6f}; lineage: {_lineage(single, by_id)}"))
     valid = sorted((n for n in nodes if n.is_valid and n.full_fidelity), key=lambda n: n.score, reverse=task.higher_is_better)[:TOP_K]
     if valid:
-        top = Table(title=f"top {len(valid)} nodes", title_justify="left")
+        top = _table(f"top {len(valid)} nodes (OOF {task.metric}; an ensemble's cross-fitted score in brackets)")
         for col in ("node", "operator", task.metric, "runtime (s)", "plan"):
             top.add_column(col, justify="right" if col in ("node", task.metric, "runtime (s)") else "left")
         for n in valid:
-            top.add_row(str(n.seq), n.operator.value, f"{n.score:.6g}", f"{n.runtime_s or 0:.1f}", Text((n.plan or "")[:90], overflow="ellipsis", no_wrap=True))
+            nested = n.config.get("nested_score")
+            score = f"{n.score:.6g}" + (f" ({float(nested):.6g})" if nested is not None else "")
+            top.add_row(str(n.seq), n.operator.value, score, f"{n.runtime_s or 0:.1f}", Text((n.plan or "")[:90], overflow="ellipsis", no_wrap=True))
         parts.append(top)
 
     running = [n for n in nodes if n.state.value in ("running", "pending") and n.owner]
@@ -111,7 +122,7 @@ def spend_view(snap) -> list:
         a[3] += c.cache_read_tokens
         a[4] += c.output_tokens
         a[5] += c.cost_usd
-    t = Table(title="LLM spend (cost ledger)", title_justify="left")
+    t = _table("LLM spend (cost ledger)")
     for col in ("operator", "model", "calls", "input", "cache write", "cache read", "output", "USD"):
         t.add_column(col, justify="left" if col in ("operator", "model") else "right")
     for (op, model), a in sorted(agg.items()):

@@ -69,6 +69,10 @@ def test_status_leaves_the_run_folder_byte_identical(finished_run):
     before = _fingerprint(run_dir)
     res = CliRunner().invoke(app, ["status", str(run_dir)], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "chosen accuracy" in res.output and "top " in res.output, res.output
+    assert "nodes by operator and state" in res.output  # a table's title is not wrapped to its narrow columns
+    chosen = load_run(run_dir).chosen_node
+    assert chosen.operator.value == "ensemble" and chosen.config.get("nested_score") is not None
+    assert f"cross-fitted {chosen.config['nested_score']:.6f}" in res.output  # the honest score beside the optimistic OOF one
     load_run(run_dir, details=True)
     assert _fingerprint(run_dir) == before
 

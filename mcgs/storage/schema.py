@@ -91,14 +91,21 @@ def _hide_password(url: str) -> str:
 
 
 def _read_only_url(path: str) -> str:
-    """A SQLite URI that reads ``path`` without writing: ``mode=ro`` (it still takes the shared
-    locks and reads the write-ahead log, which needs its ``-shm`` file or a writable folder), else
-    ``immutable=1`` (no locks; a leftover write-ahead log is not read)."""
+    """A SQLite URI that reads ``path`` without writing anything beside it.
+
+    A database with no write-ahead log beside it (``-wal``: the last writer closed it, so
+    everything is in the file) is opened ``immutable=1``: a ``mode=ro`` connection to a WAL
+    database would create the ``-wal`` and ``-shm`` files and leave them behind. One with a log
+    (an engine is writing it, or one was killed) is opened ``mode=ro``, which takes the shared
+    locks and reads the log; where that fails (no ``-shm`` and a folder that cannot be written),
+    ``immutable=1`` again, and the changes left in the log are not read."""
     import os
     import sqlite3
     from urllib.parse import quote
 
     uri = f"file:{quote(os.path.abspath(path))}"
+    if os.path.isfile(path) and not os.path.exists(f"{path}-wal"):
+        return f"sqlite:///{uri}?immutable=1&uri=true"
     try:
         con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=5)
         try:
