@@ -24,6 +24,13 @@ import sys
 from pathlib import Path
 
 
+def _inputs(paths: list[Path]) -> str:
+    """The inputs as a command line shows them: JSON row files by their folder's glob."""
+    folders = sorted({str(p.parent) for p in paths if p.is_file()})
+    runs = [str(p) for p in paths if not p.is_file()]
+    return " ".join([*(f"{f}/*.json" for f in folders), *(runs if len(runs) <= 3 else ["RUN_DIRS"])])
+
+
 def main(argv: list[str] | None = None) -> int:
     from mcgs.cost_model import prediction_error, replay_run
 
@@ -42,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {len(rs)} | {prior:.2f} | {calibrated:.2f} |")
     page = "\n".join(["# Cost model: prediction error per model", "",
                       f"{len(rows)} nodes of {len(args.runs)} runs; error = median |log(predicted / actual)| (0.69 = a factor of 2).", "",
-                      *lines, "", f"Command: `python experiments/cost_model.py RUN_DIRS --report {args.report}`"]) + "\n"
+                      *lines, "", f"Command: `python experiments/cost_model.py {_inputs(args.runs)}{' --report ' + str(args.report) if args.report else ''}`"]) + "\n"
     print(page)
     if args.report:
         args.report.write_text(page)

@@ -213,6 +213,30 @@ def test_an_interrupted_bench_reports_the_finished_pairs_as_partial_and_a_rerun_
     assert "Partial" not in md and "0.81 (1.000) bronze" in md and "mcgs ahead of FLAML on 1 of 1" in md
 
 
+def test_a_partial_table_counts_the_pairs_earlier_sittings_finished_later_in_the_order(tmp_path, monkeypatch):
+    """A sitting that ran mcgs alone, then one that runs every competitor: while the second is
+    on the pairs before mcgs, its partial table already shows mcgs's stored result."""
+    import mcgs.mlebench.bench as bench
+
+    def pair(spec, comp, competitor, say):
+        if competitor == "flaml":
+            raise KeyboardInterrupt
+        return {"competition_id": comp, "competitor": competitor, "score": {"lightgbm": 0.79, "mcgs": 0.81}[competitor], "is_lower_better": False,
+                "valid_submission": True, "gold_medal": False, "silver_medal": False, "bronze_medal": False, "status": "finished",
+                "wall_s": 600.0, "overrun_s": 0.0}
+
+    monkeypatch.setattr(bench, "ensure_prepared", lambda *a: None)
+    monkeypatch.setattr(bench, "_run_pair", pair)
+    common = dict(competitions=("spaceship-titanic",), time_budget_s=600, data_dir=tmp_path / "data", out_dir=tmp_path / "bench")
+    bench.run_bench(bench.BenchSpec(competitors=("mcgs",), **common), say=lambda m: None)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_bench(bench.BenchSpec(competitors=("lightgbm", "flaml", "mcgs"), **common), say=said.append)
+    partial = json.loads((tmp_path / "bench" / "bench.json").read_text())
+    assert (partial["done_pairs"], sorted(partial["table"]["spaceship-titanic"])) == (2, ["lightgbm", "mcgs"])
+    assert said == ["spaceship-titanic / lightgbm: score 0.79, wall 600s (overrun +0s), finished; 2 of 3 pairs done"]
+
+
 def test_a_stopped_bench_says_what_is_kept_and_how_to_continue(tmp_path, monkeypatch):
     import mcgs.mlebench.bench as bench
 

@@ -416,11 +416,24 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
             rep, ran = load_or_run(spec.out_dir / "results" / f"{comp}-{competitor}.json", lambda: _run_pair(spec, comp, competitor, say))
             results.append(rep)
             if ran:
-                if len(results) < planned:
-                    _write_summary(spec, results, planned)
+                done = _stored_results(spec)  # with the pairs later in the order that earlier sittings finished
+                if len(done) < planned:
+                    _write_summary(spec, done, planned)
                 say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}; "
-                    f"{len(results)} of {planned} pairs done")
+                    f"{len(done)} of {planned} pairs done")
     return _write_summary(spec, results, planned)
+
+
+def _stored_results(spec: BenchSpec) -> list[dict[str, Any]]:
+    """Every planned pair's stored result (``results/<competition>-<competitor>.json``), in the
+    bench's order; pairs not run yet are left out."""
+    found = []
+    for comp in spec.competitions:
+        for competitor in spec.competitors:
+            path = spec.out_dir / "results" / f"{comp}-{competitor}.json"
+            if path.is_file():
+                found.append(json.loads(path.read_text()))
+    return found
 
 
 def _write_summary(spec: BenchSpec, results: list[dict[str, Any]], planned: int) -> dict[str, Any]:
