@@ -52,6 +52,9 @@ SLOWDOWN_NODES = 4
 #: again, the recovery is (:func:`speed_note`).
 SLOWDOWN_REPORTED = 1.5
 RECOVERED_BELOW = 1.25
+#: Columns the ``text_content`` feature block adds per text column (at most 200 word indicators
+#: and 32 SVD components: ``knowledge_base/recipes/fe_text_content.py.j2``).
+TEXT_CONTENT_COLUMNS = 232
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -104,7 +107,10 @@ class CostModel:
         p = self.profile
         n = max(1.0, (p.get("n_train") or 1) * fidelity)
         rows = (n / 5000.0) ** ROW_EXPONENT.get(entry.id, 1.0)
-        features = max(0.5, math.sqrt(max(1, p.get("n_features") or 1) / 20.0)) * (1 + (p.get("n_text") or 0))
+        n_features = max(1, p.get("n_features") or 1)
+        if config.get("features", {}).get("text_content"):  # the text's words and components as columns
+            n_features += TEXT_CONTENT_COLUMNS * (p.get("n_text") or 0)
+        features = max(0.5, math.sqrt(n_features / 20.0)) * (1 + (p.get("n_text") or 0))
         defaults = entry.recipe.params if entry.recipe else {}
         rounds = 1.0
         for name in COST_PARAMS:  # rounds or iterations: the work grows linearly with them

@@ -29,6 +29,11 @@ def test_the_prior_grows_with_the_work_of_the_program():
     assert CostModel(_profile(5_000), folds=fold_work("holdout", 5)).prior_s(LGBM) < small.prior_s(LGBM)
     assert (fold_work("kfold", 5), fold_work("holdout", 5), fold_work("time_split", 4)) == (4.0, 0.8, 2.0)
     assert large.prior_s(LGBM, fidelity=1 / 10) == pytest.approx(small.prior_s(LGBM))  # a tenth of the rows, the same folds
+    # the text_content block adds its word and component columns per text column (none without text)
+    with_words = {**LGBM, "features": {"text_content": True}}
+    text = CostModel(_profile(5_000, text=1))
+    assert text.prior_s(with_words) - 2.0 == pytest.approx(((20 + 232) / 20) ** 0.5 * (text.prior_s(LGBM) - 2.0))
+    assert small.prior_s(with_words) == small.prior_s(LGBM)
 
 
 def test_calibration_learns_the_machine_and_each_family_from_finished_nodes():

@@ -476,3 +476,52 @@ def test_boosting_stops_early_on_rows_of_the_training_fold_never_on_its_validati
     r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert all(json.loads(line)["stop"] is None for line in (tmp_path / "fits.jsonl").read_text().splitlines())
+
+
+def test_tree_models_read_the_words_of_a_text_column_through_the_text_content_block(tmp_path):
+    """A table whose label is said in a free-text remark (as a bird-strike report names the
+    phase of flight): LightGBM reads it through the word indicators and SVD components of
+    ``data.text_content`` (on by default where there is text) and scores far above the same
+    program without them; three test rows predicted alone get the predictions they had in the
+    full test table (vocabulary and components come from the run's rows, not the rows sent)."""
+    import yaml
+
+    from mcgs.coders.recipe_config import READS_TEXT
+
+    rng = np.random.default_rng(2)
+    n = 600
+    phases = rng.choice(["climb", "approach", "landing"], n)
+    filler = "bird struck aircraft no damage reported time local crew engine wing".split()
+    remark = [" ".join(list(rng.choice(filler, 7)) + ([f"on {p}"] if rng.random() < 0.85 else [])) for p in phases]
+    df = pd.DataFrame({"id": range(n), "remark": remark, "height": rng.normal(500, 200, n).round(), "phase": phases})
+    folder = tmp_path / "t"
+    folder.mkdir()
+    df.iloc[:450].to_csv(folder / "train.csv", index=False)
+    test = df.iloc[450:].drop(columns="phase")
+    test.to_csv(folder / "test.csv", index=False)
+    test[["id"]].assign(phase="climb").to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "accuracy", "target": "phase", "validation": {"n_splits": 3}}))
+    spec = load_task(folder)
+    prof = profile_task(spec)
+    coder = RecipeCoder()
+    assert all(not coder.default_config(m, prof)["features"]["text_content"] for m in READS_TEXT)  # they read the n-grams themselves
+    config = coder.default_config("model.lightgbm", prof)
+    assert config["features"]["text_content"]
+    config["params"]["n_estimators"] = 60
+    scores = {}
+    for on in (True, False):
+        config["features"]["text_content"] = on
+        ev, _, ids = run_recipe(spec, config, tmp_path / f"lgbm-{on}")
+        assert ("data.text_content" in ids) == on
+        scores[on] = ev.score
+    assert scores[True] > 0.8 and scores[False] < 0.5, scores
+    ws = tmp_path / "lgbm-True" / "ws"
+    rows = [0, 4, 9]
+    test.iloc[rows].to_csv(ws / "few.csv", index=False)
+    env = {**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": "working/model.joblib",
+           "MCGS_PREDICT_INPUT": "few.csv", "MCGS_PREDICT_OUTPUT": "few_out.csv"}
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = pd.read_csv(ws / "few_out.csv.raw.csv").drop(columns="row", errors="ignore").to_numpy()
+    expected = pd.read_csv(ws / "working" / "test_pred.csv").drop(columns="row").to_numpy()[rows]
+    assert np.abs(got - expected).max() <= 1e-6

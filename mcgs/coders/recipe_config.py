@@ -27,16 +27,19 @@ if TYPE_CHECKING:
     from mcgs.coders import CoderRequest
 
 __all__ = [
-    "FEATURE_ORDER", "COST_PARAMS", "BOOSTED_TREES", "feature_entries", "model_entries", "family", "default_config",
+    "FEATURE_ORDER", "COST_PARAMS", "BOOSTED_TREES", "READS_TEXT", "feature_entries", "model_entries", "family", "default_config",
     "render_program", "mutate_params", "toggle_feature", "changes", "last_line",
     "written_by_recipe", "parent_not_recipe", "no_recipe_input",
 ]
 
 # Feature blocks in the order they run; each is controlled by a config flag.
 FEATURE_ORDER = (
-    "datetime_parts", "cyclical_time", "covariate_lags", "text_stats",
+    "datetime_parts", "cyclical_time", "covariate_lags", "text_stats", "text_content",
     "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
 )
+#: Models that read the text columns themselves (their own n-grams): feature blocks that turn
+#: text into table columns (``text_content``) start off for them.
+READS_TEXT = frozenset({"model.tfidf_linear", "model.naive_bayes_text"})
 # Gradient-boosted tree models: their templates stop early on rows held out of each training
 # fold, and on a multi-class task they grow one tree per class per round.
 BOOSTED_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
@@ -76,10 +79,13 @@ def default_config(model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
     """
     entry = get_entry(model_id)
     feats = feature_entries(profile)
+    features = {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER}
+    if model_id in READS_TEXT:
+        features["text_content"] = False
     return {
         "model": model_id,
         "params": dict(entry.recipe.params),
-        "features": {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER},
+        "features": features,
         "n_seeds": 1,
         "log_target": profile.get("metric") in ("rmsle", "mean_column_rmsle"),
         "change": "draft",
