@@ -163,3 +163,38 @@ def test_a_finished_run_replays_node_by_node_and_the_report_reads_the_kept_rows_
     report.main([str(kept), "--report", str(tmp_path / "from_rows.md")])
     table = lambda p: [line for line in p.read_text().splitlines() if line.startswith("| model.")]  # noqa: E731
     assert table(tmp_path / "from_run.md") == table(tmp_path / "from_rows.md") and len(table(tmp_path / "from_run.md")) == 2
+
+
+def test_a_family_not_seen_to_finish_gets_a_wider_limit_that_other_families_cannot_shrink():
+    """Once LightGBM's nodes have finished far below its prior, the calibration lowers every
+    prediction; a random forest's first node is still limited from the larger of its prior and
+    its prediction, twice as wide, and gets the usual margin once one of its nodes has finished."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    import mcgs.cost_model as cost_model
+    from mcgs.task import ValidationScheme
+
+    profile = _profile(20_000, features=16, kind="multiclass", classes=7, text=1)
+    validation = ValidationScheme(kind="kfold", n_splits=5)
+    lgbm = {"model": "model.lightgbm", "params": {"n_estimators": 600}, "features": {"text_content": True}}
+    forest = {"model": "model.random_forest", "params": {}, "features": {"text_content": True}}
+    start = dt.datetime(2026, 12, 4)
+
+    def node(config, runtime, i):
+        return SimpleNamespace(config=config, runtime_s=runtime, state=SimpleNamespace(value="valid"), fidelity=1.0,
+                               finished_at=start + dt.timedelta(seconds=i))
+
+    nodes = [node(lgbm, CostModel(profile, 4.0).prior_s(lgbm) / 7, i) for i in range(3)]
+    search = SimpleNamespace(profile=profile, task=SimpleNamespace(validation=validation), settings=SimpleNamespace(timeout_factor=4.0),
+                             nodes=lambda: nodes)
+    first = SimpleNamespace(config=forest, fidelity=1.0)
+    model = cost_model.run_cost_model(search)
+    prior, predicted = model.prior_s(forest), model.predict_s(forest)
+    assert predicted < prior / 2  # what LightGBM's overestimate taught the calibration
+    limit, said = cost_model.candidate_limit(search, first, 10_000.0)
+    assert said == pytest.approx(predicted) and limit == pytest.approx(4.0 * cost_model.UNSEEN_FAMILY_MARGIN * prior)
+    nodes.append(node(forest, prior, 3))
+    limit, said = cost_model.candidate_limit(search, first, 10_000.0)
+    assert limit == pytest.approx(max(cost_model.MIN_PREDICTED_LIMIT_S, 4.0 * said))
+    assert limit < 4.0 * cost_model.UNSEEN_FAMILY_MARGIN * prior
