@@ -393,15 +393,9 @@ def test_lags_of_rows_sent_for_prediction_are_taken_from_the_runs_rows(tmp_path)
     config["params"]["n_estimators"] = 40
     _, _, ids = run_recipe(spec, config, tmp_path / "run")
     assert "data.covariate_lags" in ids
-    ws = tmp_path / "run" / "ws"
     rows = [3, 50, 99]
-    test.iloc[rows].to_csv(ws / "few.csv", index=False)
-    env = {**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": "working/model.joblib",
-           "MCGS_PREDICT_INPUT": "few.csv", "MCGS_PREDICT_OUTPUT": "few_out.csv"}
-    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = pd.read_csv(ws / "few_out.csv.raw.csv")["count"].to_numpy()
-    expected = pd.read_csv(ws / "working" / "test_pred.csv")["count"].to_numpy()[rows]
+    got, expected = _predicted_alone_and_in_the_run(tmp_path / "run" / "ws", test, rows)
+    got, expected = got["count"].to_numpy(), expected["count"].to_numpy()
     assert np.abs(got - expected).max() <= 1e-6
 
 
@@ -515,13 +509,18 @@ def test_tree_models_read_the_words_of_a_text_column_through_the_text_content_bl
         assert ("data.text_content" in ids) == on
         scores[on] = ev.score
     assert scores[True] > 0.8 and scores[False] < 0.5, scores
-    ws = tmp_path / "lgbm-True" / "ws"
-    rows = [0, 4, 9]
+    got, expected = _predicted_alone_and_in_the_run(tmp_path / "lgbm-True" / "ws", test, [0, 4, 9])
+    got, expected = got.drop(columns="row", errors="ignore").to_numpy(), expected.drop(columns="row").to_numpy()
+    assert np.abs(got - expected).max() <= 1e-6
+
+
+def _predicted_alone_and_in_the_run(ws, test: pd.DataFrame, rows: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Predict ``test``'s ``rows`` alone with the fitted program in ``ws`` (predict mode); returns
+    those predictions (prediction-column layout) and the rows' predictions in the run's
+    ``working/test_pred.csv``."""
     test.iloc[rows].to_csv(ws / "few.csv", index=False)
     env = {**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": "working/model.joblib",
            "MCGS_PREDICT_INPUT": "few.csv", "MCGS_PREDICT_OUTPUT": "few_out.csv"}
     r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    got = pd.read_csv(ws / "few_out.csv.raw.csv").drop(columns="row", errors="ignore").to_numpy()
-    expected = pd.read_csv(ws / "working" / "test_pred.csv").drop(columns="row").to_numpy()[rows]
-    assert np.abs(got - expected).max() <= 1e-6
+    return pd.read_csv(ws / "few_out.csv.raw.csv"), pd.read_csv(ws / "working" / "test_pred.csv").iloc[rows]
