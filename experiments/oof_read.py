@@ -73,8 +73,8 @@ def _candidate_files(spec, workspace: Path, y: np.ndarray, n_test: int, test_ids
 def measure(suite: Path, work: Path, sizes: list[int], members: int, repeats: int) -> list[dict]:
     """One row per size: seconds to write (candidate) and to evaluate (engine) one node's files,
     and to select an ensemble over ``members`` nodes."""
-    from mcgs.ensemble import select_ensemble
     from mcgs.contract import OOF_PATH
+    from mcgs.ensemble import select_ensemble
     from mcgs.evaluation import TaskLabels, evaluate_workspace, read_predictions, score_predictions
     from mcgs.task import load_task, read_table
 

@@ -31,8 +31,10 @@ Hyperparameters*, AAAI 2021) is the reference for using such costs in choosing w
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+from pathlib import Path
 from typing import Any, Iterable
 
 __all__ = ["CostModel", "fold_work", "prediction_error", "replay_run", "run_cost_model", "cost_model_from_nodes", "candidate_limit", "speed_note", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S", "UNSEEN_FAMILY_MARGIN"]
@@ -200,9 +202,20 @@ def cost_model_from_nodes(profile: dict[str, Any], validation, nodes: Iterable) 
     ran to their end (valid, buggy or with invalid output; a timeout's run time is only a lower
     bound) with a recipe config of a known model entry, in the order they finished (so the
     newest say how fast the machine is now, even with parallel workers)."""
+    model = CostModel.for_task(profile, validation)
+    usable = _observable(nodes)
+    usable.sort(key=lambda n: n.finished_at.timestamp() if n.finished_at else 0.0)  # stable: creation order among equals
+    for n in usable:
+        model.observe(n.config, n.runtime_s, n.fidelity)
+    return model
+
+
+def _observable(nodes: Iterable) -> list:
+    """The nodes the cost model learns from, in the order given: those that ran to their end
+    (valid, buggy or with invalid output; a timeout's run time is only a lower bound) with a
+    recipe config of a known model entry."""
     from mcgs.knowledge_base import get_entry
 
-    model = CostModel.for_task(profile, validation)
     usable = []
     for n in nodes:
         if n.config.get("model") and n.runtime_s and n.state.value in _OBSERVED_STATES:
@@ -211,10 +224,7 @@ def cost_model_from_nodes(profile: dict[str, Any], validation, nodes: Iterable) 
             except KeyError:
                 continue
             usable.append(n)
-    usable.sort(key=lambda n: n.finished_at.timestamp() if n.finished_at else 0.0)  # stable: creation order among equals
-    for n in usable:
-        model.observe(n.config, n.runtime_s, n.fidelity)
-    return model
+    return usable
 
 
 def speed_note(model: CostModel) -> str | None:
@@ -270,8 +280,8 @@ def prediction_error(pairs: Iterable[tuple[float, float]]) -> float | None:
 
 
 def replay_run(run_dir) -> list[dict[str, Any]]:
-    """The cost model replayed on a finished run, node by node: every node with a recipe config
-    and a run time (valid, or failed after running) is predicted at its fidelity by a
+    """The cost model replayed on a finished run, node by node: every node it learns from
+    (:func:`cost_model_from_nodes`) is predicted at its fidelity by a
     :class:`CostModel` calibrated on the nodes before it, then observed.
 
     Args:
@@ -285,9 +295,6 @@ def replay_run(run_dir) -> list[dict[str, Any]]:
     Raises:
         OSError: the folder has no ``profile.json``; errors of :func:`mcgs.snapshot.load_run`.
     """
-    import json
-    from pathlib import Path
-
     from mcgs.snapshot import load_run
 
     run_dir = Path(run_dir)
@@ -295,9 +302,7 @@ def replay_run(run_dir) -> list[dict[str, Any]]:
     profile = json.loads((run_dir / "profile.json").read_text())
     model = CostModel.for_task(profile, snap.task.validation)
     rows = []
-    for node in snap.nodes:
-        if not node.config.get("model") or not node.runtime_s or node.state.value not in ("valid", "buggy", "invalid_output"):
-            continue
+    for node in _observable(snap.nodes):
         rows.append({"task": snap.task.name, "model": node.config["model"], "fidelity": node.fidelity,
                      "prior": model.prior_s(node.config, node.fidelity), "predicted": model.predict_s(node.config, node.fidelity),
                      "actual": node.runtime_s})

@@ -410,18 +410,16 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
         elif not (spec.task_dir(comp) / "task.yaml").is_file():
             raise ValueError(f"{spec.suite_dir} has no suite task {comp!r}; build it with experiments/suite.py --out {spec.suite_dir}")
     planned = len(spec.competitions) * len(spec.competitors)
-    results = []
     for comp in spec.competitions:
         for competitor in spec.competitors:
             rep, ran = load_or_run(spec.out_dir / "results" / f"{comp}-{competitor}.json", lambda: _run_pair(spec, comp, competitor, say))
-            results.append(rep)
             if ran:
                 done = _stored_results(spec)  # with the pairs later in the order that earlier sittings finished
                 if len(done) < planned:
                     _write_summary(spec, done, planned)
                 say(f"{comp} / {competitor}: score {rep['score']}, wall {rep['wall_s']:.0f}s (overrun {rep['overrun_s']:+.0f}s), {rep['status']}; "
                     f"{len(done)} of {planned} pairs done")
-    return _write_summary(spec, results, planned)
+    return _write_summary(spec, _stored_results(spec), planned)
 
 
 def _stored_results(spec: BenchSpec) -> list[dict[str, Any]]:
