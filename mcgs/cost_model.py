@@ -237,9 +237,24 @@ def speed_note(model: CostModel) -> str | None:
         return (f"candidates are running {now:.1f}x slower than earlier in this run (each measured against the cost model's "
                 "prediction for its own program): another process is probably using the cores. The search goes on; each "
                 "candidate's time limit follows the slower machine")
-    if now < RECOVERED_BELOW <= before:
+    if now < RECOVERED_BELOW <= before and _slowdown_told(model, model.observed - 1):
         return "candidates run about as fast as earlier in this run again"
     return None
+
+
+def _slowdown_told(model: CostModel, upto: int) -> bool:
+    """Whether a slowdown was told and not yet its recovery, as of the first ``upto`` observed
+    nodes: the slowdowns back from there stayed at or above :data:`RECOVERED_BELOW` since one
+    reached :data:`SLOWDOWN_REPORTED` (a slowdown between the two was never told, so its end is
+    not told either)."""
+    while upto > 0:
+        level = model.slowdown(upto)
+        if level < RECOVERED_BELOW:
+            return False
+        if level >= SLOWDOWN_REPORTED:
+            return True
+        upto -= 1
+    return False
 
 
 def candidate_limit(search, node, fixed_s: float) -> tuple[float, float | None]:

@@ -88,6 +88,12 @@ def test_a_slowdown_is_told_once_when_it_comes_and_once_when_it_goes_and_a_deare
         mixed.observe(config, factor * mixed.prior_s(config))
         assert speed_note(mixed) is None
     assert mixed.slowdown() == pytest.approx(1.0)
+    # a slowdown that stays under 1.5x is never told, and neither is its end
+    mild = CostModel(_profile(20_000))
+    for factor in [1.0] * 10 + [1.35] * 4 + [1.0] * 4:
+        mild.observe(LGBM, factor * mild.prior_s(LGBM))
+        assert speed_note(mild) is None
+    assert max(mild.slowdown(k) for k in range(1, mild.observed + 1)) >= 1.25
 
 
 def test_the_error_is_the_median_absolute_log_ratio():
