@@ -4,7 +4,7 @@ run's own finished nodes (issue 33 §1).
 The prior follows the work a recipe program does: fits of the model on the training folds,
 each costing the model's ``relative_cost`` (its knowledge entry) times the data it sees:
 
-``seconds = OVERHEAD_S + UNIT_S * relative_cost * rows * features * rounds * classes * seeds * folds``
+``seconds = OVERHEAD_S + UNIT_S * relative_cost * rows * features * rounds * refit * classes * seeds * folds``
 
 * ``rows``: training rows / 5 000, raised to the family's exponent (1 for trees and linear
   models; 1.5 for k-NN, whose brute-force search costs rows x test rows; 2 for kernel SVMs,
@@ -13,6 +13,8 @@ each costing the model's ``relative_cost`` (its knowledge entry) times the data 
   beyond a few dozen add less than linearly once they are sparse or constant);
 * ``rounds``: the config's boosting rounds or iterations over the entry's default (a cap under
   early stopping, so the calibration absorbs how early it stops);
+* ``refit``: the entry's :data:`REFIT_WORK` for the boosted models that are boosted again on the
+  whole training fold after stopping early (``REFIT_AFTER_STOPPING``), else 1;
 * ``classes``: the number of classes for boosted trees on a multi-class task (one tree per class
   per round), else 1; ``seeds``: ``n_seeds``; ``folds``: fits on all rows the fold scheme is
   worth (k folds: k - 1; a holdout of 1/k: (k - 1) / k).
@@ -37,7 +39,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["CostModel", "fold_work", "prediction_error", "replay_run", "run_cost_model", "cost_model_from_nodes", "candidate_limit", "speed_note", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S", "UNSEEN_FAMILY_MARGIN"]
+__all__ = ["CostModel", "fold_work", "prediction_error", "replay_run", "run_cost_model", "cost_model_from_nodes", "candidate_limit", "speed_note", "OVERHEAD_S", "UNIT_S", "MIN_PREDICTED_LIMIT_S", "UNSEEN_FAMILY_MARGIN", "REFIT_WORK"]
 
 OVERHEAD_S = 2.0
 UNIT_S = 0.25
@@ -64,6 +66,10 @@ UNSEEN_FAMILY_MARGIN = 2.0
 #: Columns the ``text_content`` feature block adds per text column (at most 200 word indicators
 #: and 32 SVD components: ``knowledge_base/recipes/fe_text_content.py.j2``).
 TEXT_CONTENT_COLUMNS = 232
+#: Work of a boosted model stopped early and then boosted again on its whole training fold,
+#: over the stopped model alone, by entry: the median ratio of run times less the overhead on the
+#: suite's tasks (docs/results/fold_refit.md: LightGBM 17 tasks, CatBoost 12).
+REFIT_WORK = {"model.lightgbm": 1.7, "model.catboost": 2.0}
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -109,7 +115,7 @@ class CostModel:
         Raises:
             KeyError: the config's model is not a knowledge entry.
         """
-        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS
+        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS, REFIT_AFTER_STOPPING
         from mcgs.knowledge_base import get_entry
 
         entry = get_entry(config["model"])
@@ -128,7 +134,8 @@ class CostModel:
         classes = float(p.get("n_classes") or 1) if entry.id in BOOSTED_TREES and p.get("task_kind") == "multiclass" else 1.0
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
-        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * classes * seeds * self.folds
+        refit = REFIT_WORK.get(entry.id, 1.7) if entry.id in REFIT_AFTER_STOPPING else 1.0
+        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * refit * classes * seeds * self.folds
 
     def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
         """Learn from a finished node: its config, its fidelity and its run time, seconds (> 0)."""

@@ -407,10 +407,14 @@ def _record(name, orig):
     def fit(self, X, y, *args, **kwargs):
         stop = kwargs.get("eval_set")
         stop = stop[0][0] if isinstance(stop, list) else (stop[0] if stop is not None else None)
+        params = self.get_params()
+        rounds = params.get("n_estimators") or params.get("iterations")
+        out = orig(self, X, y, *args, **kwargs)
+        best = self.best_iteration_ if name == "lightgbm" else (self.get_best_iteration() or 0) + 1
         with open(os.environ["FIT_LOG"], "a") as fh:
-            fh.write(json.dumps({"model": name, "fit": [int(i) for i in X.index],
+            fh.write(json.dumps({"model": name, "fit": [int(i) for i in X.index], "rounds": rounds, "best": best,
                                  "stop": None if stop is None else [int(i) for i in stop.index]}) + "\\n")
-        return orig(self, X, y, *args, **kwargs)
+        return out
     return fit
 
 lightgbm.LGBMModel.fit = _record("lightgbm", lightgbm.LGBMModel.fit)
@@ -423,7 +427,9 @@ for cls in (catboost.CatBoostClassifier, catboost.CatBoostRegressor):
 def test_boosting_stops_early_on_rows_of_the_training_fold_never_on_its_validation_rows(tmp_path, model):
     """Knowledge entry strategy.early_stopping: each fold's stopping rows are a tenth of that
     fold's training rows, per class, disjoint from the rows it is fitted on; the fold's
-    validation (OOF) rows are in neither. A time split does not stop early."""
+    validation (OOF) rows are in neither. The model is then boosted again on all the fold's
+    training rows, for the stopped round count scaled by the extra rows. A time split does not
+    stop early."""
     import json
 
     from mcgs.coders.recipe_config import default_config, render_program
@@ -444,15 +450,17 @@ def test_boosting_stops_early_on_rows_of_the_training_fold_never_on_its_validati
     assert r.returncode == 0, r.stderr[-3000:]
     folds = pd.read_csv(inp / "folds.csv")["fold"].to_numpy()
     fits = [json.loads(line) for line in (tmp_path / "fits.jsonl").read_text().splitlines()]
-    assert len(fits) == len(set(folds[folds >= 0]))
+    assert len(fits) == 2 * len(set(folds[folds >= 0]))  # per fold: stopped, then refit on the whole fold
     y = (pd.read_csv(spec.train_path)["target"].astype(str) == "True").to_numpy()
-    for k, fit in zip(sorted(set(folds[folds >= 0])), fits):
+    for k, fit, refit in zip(sorted(set(folds[folds >= 0])), fits[0::2], fits[1::2]):
         fit_rows, stop_rows = set(fit["fit"]), set(fit["stop"])
         training = set(np.flatnonzero(folds != k))
         assert fit_rows | stop_rows == training and not fit_rows & stop_rows
         for label in (True, False):  # a tenth of each class
             n_class = sum(y[i] == label for i in training)
             assert sum(y[i] == label for i in stop_rows) == int(n_class * 0.1)
+        assert set(refit["fit"]) == training and refit["stop"] is None
+        assert fit["rounds"] == 300 and refit["rounds"] == max(1, round(fit["best"] / 0.9))
     # under a time split the rows are not split: a random hold-out would look into the future
     frame = pd.read_csv(spec.train_path)
     frame["day"] = pd.date_range("2020-01-01", periods=len(frame), freq="D").astype(str)

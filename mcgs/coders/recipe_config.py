@@ -43,6 +43,8 @@ READS_TEXT = frozenset({"model.tfidf_linear", "model.naive_bayes_text"})
 # Gradient-boosted tree models: their templates stop early on rows held out of each training
 # fold, and on a multi-class task they grow one tree per class per round.
 BOOSTED_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradient_boosting"})
+# Boosted models whose templates boost again on the whole training fold after stopping early.
+REFIT_AFTER_STOPPING = frozenset({"model.lightgbm", "model.catboost"})
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
 COST_PARAMS = ("n_estimators", "iterations", "max_iter")
 #: From this many rows (training plus test) a recipe program holds its numeric features as
@@ -113,6 +115,8 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
     ids += [model.id, "strategy.kfold_oof"]
     if model.id in BOOSTED_TREES:
         ids.append("strategy.early_stopping")
+    if model.id in REFIT_AFTER_STOPPING:
+        ids.append("strategy.full_data_refit")
     if config.get("n_seeds", 1) > 1:
         ids.append("strategy.seed_averaging")
     if config.get("log_target"):

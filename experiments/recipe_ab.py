@@ -1,16 +1,18 @@
-"""Early stopping inside each training fold against fixed rounds: one boosting draft per task.
+"""Recipe templates of a git revision against the working tree's: one default draft per task and model.
 
-For each task of the public suite (docs/results/suite.md) and each boosting model, the recipe
-coder's default config is rendered twice: with the recipe templates of a git revision from
-before early stopping (``--before``, fixed rounds) and with the working tree's (rounds stopped on
-a tenth of each training fold). Both programs run in the sandbox with the same limits, one
-after the other; the engine scores each on its OOF rows and the held-out answers grade its
-submission. The table reports CV score, held-out score and run time of both.
+For each task of the public suite (docs/results/suite.md) and each model, the recipe coder's
+default config is rendered twice: with the recipe templates of a git revision (``--before``) and
+with the working tree's. Both programs run in the sandbox with the same limits, one after the
+other; the engine scores each on its OOF rows and the held-out answers grade its submission. The
+table reports CV score, held-out score and run time of both. Used for early stopping inside the
+training fold (docs/results/early_stopping.md) and for the refit on all of a fold's rows after it
+(docs/results/fold_refit.md).
 
 Usage (from the repository root; the suite built by experiments/suite.py)::
 
-    .venv/bin/python experiments/early_stopping.py --suite /tmp/mcgs-suite --before 0a1b2c3 \\
-        --tasks hmda_deny,computer_prices --models lightgbm --work /tmp/mcgs-es --report docs/results/early_stopping.md
+    .venv/bin/python experiments/recipe_ab.py --suite /tmp/mcgs-suite --before 0a1b2c3 \\
+        --labels "fixed rounds,early stopping" --title "Early stopping inside the training fold against fixed rounds" \\
+        --tasks hmda_deny,computer_prices --models lightgbm --work /tmp/mcgs-ab --report docs/results/early_stopping.md
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _render(config: dict, profile: dict, recipes: Path | None) -> str:
                                  keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
         recipe_config.template_environment = lambda: env
     try:
-        code, _ = recipe_config.render_program(config, title="early stopping experiment", plan="default config", profile=profile)
+        code, _ = recipe_config.render_program(config, title="recipe A/B experiment", plan="default config", profile=profile)
     finally:
         recipe_config.template_environment = original if recipes is not None else template_environment
     return code
@@ -83,41 +85,43 @@ def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None,
 
 def render_report(rows: list[dict], args) -> str:
     """The Markdown page: per task, both variants' CV and held-out scores, the held-out ratio
-    (> 1: early stopping better, either metric direction) and run times; then the totals."""
+    (> 1: the working tree's better, either metric direction) and run times; then the totals."""
     from mcgs.task import load_task
 
-    lines = ["| task | model | metric | fixed rounds: CV / held-out | early stopping: CV / held-out | held-out ratio (> 1 = early stopping better) "
-             "| run time (s): fixed / early stopping |", "|---|---|---|---|---|---|---|"]
+    a, b = args.labels.split(",")
+    lines = [f"| task | model | metric | {a}: CV / held-out | {b}: CV / held-out | held-out ratio (> 1 = {b} better) "
+             f"| run time (s): {a} / {b} |", "|---|---|---|---|---|---|---|"]
     better = worse = 0
     times = [0.0, 0.0]
-    for fixed, stopped in zip(rows[0::2], rows[1::2]):
-        spec = load_task(args.suite / "tasks" / fixed["task"])
-        if fixed["held_out"] is None or stopped["held_out"] is None:
+    for old, new in zip(rows[0::2], rows[1::2]):
+        spec = load_task(args.suite / "tasks" / old["task"])
+        if old["held_out"] is None or new["held_out"] is None:
             ratio = None
         else:
-            ratio = stopped["held_out"] / fixed["held_out"] if spec.higher_is_better else fixed["held_out"] / stopped["held_out"]
+            ratio = new["held_out"] / old["held_out"] if spec.higher_is_better else old["held_out"] / new["held_out"]
             better, worse = better + (ratio > 1), worse + (ratio < 1)
-        times = [times[0] + fixed["runtime_s"], times[1] + stopped["runtime_s"]]
-        lines.append(f"| {fixed['task']} | {fixed['model']} | {spec.metric} | {fixed['cv']} / {fixed['held_out']} | {stopped['cv']} / {stopped['held_out']} "
-                     f"| {'-' if ratio is None else f'{ratio:.4f}'} | {fixed['runtime_s']} / {stopped['runtime_s']} |")
+        times = [times[0] + old["runtime_s"], times[1] + new["runtime_s"]]
+        lines.append(f"| {old['task']} | {old['model']} | {spec.metric} | {old['cv']} / {old['held_out']} | {new['cv']} / {new['held_out']} "
+                     f"| {'-' if ratio is None else f'{ratio:.4f}'} | {old['runtime_s']} / {new['runtime_s']} |")
     return "\n".join([
-        "# Early stopping inside the training fold against fixed rounds", "",
+        f"# {args.title}", "",
         f"The recipe coder's default config of each model on each task, rendered with the recipe templates of {args.before} "
-        "(fixed rounds) and with the working tree's (boosting stopped on a tenth of each training fold, drawn per class; the fold's "
-        "validation rows never used). Both run in the sandbox on 2 cores, one after the other; CV is the engine's score on the OOF "
-        "rows, held-out is graded on the suite's answers.", "",
+        f"({a}) and with the working tree's ({b}). Both run in the sandbox on 2 cores, one after the other; CV is the engine's score "
+        "on the OOF rows, held-out is graded on the suite's answers.", "",
         *lines, "",
-        f"Held-out score better with early stopping on {better} of {better + worse} tasks, worse on {worse}; total run time "
+        f"Held-out score better with {b} on {better} of {better + worse} tasks, worse on {worse}; total run time "
         f"{times[1]:.1f} s against {times[0]:.1f} s ({times[1] / max(times[0], 1e-9):.2f}x).", "",
-        f"Command: `python experiments/early_stopping.py --suite SUITE --before {args.before} --tasks {args.tasks} --models {args.models} "
-        f"--work WORK --report {args.report}`",
+        f"Command: `python experiments/recipe_ab.py --suite SUITE --before {args.before} --labels \"{args.labels}\" "
+        f"--title \"{args.title}\" --tasks {args.tasks} --models {args.models} --work WORK --report {args.report}`",
     ]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", type=Path, required=True, help="A suite built by experiments/suite.py.")
-    parser.add_argument("--before", required=True, help="Git revision whose recipe templates boost a fixed number of rounds.")
+    parser.add_argument("--before", required=True, help="Git revision whose recipe templates are compared with the working tree's.")
+    parser.add_argument("--labels", default="before,after", help="Names of the two variants, the revision's first, comma-separated.")
+    parser.add_argument("--title", default="Recipe templates: a revision against the working tree", help="The report's title.")
     parser.add_argument("--tasks", required=True, help="Comma-separated suite task names.")
     parser.add_argument("--models", default="lightgbm", help="Comma-separated: lightgbm, catboost, hist_gradient_boosting.")
     parser.add_argument("--work", type=Path, required=True)
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         before = _templates_at(args.before, Path(tmp))
         for task in args.tasks.split(","):
             for model in args.models.split(","):
-                for label, recipes in (("fixed rounds", before), ("early stopping", None)):
+                for label, recipes in zip(args.labels.split(","), (before, None)):
                     work = args.work / task / model / label.replace(" ", "_")
                     row = run_one(args.suite / "tasks" / task, args.suite / "answers", model, recipes, work, args.timeout)
                     row.update(task=task, model=model, variant=label)
