@@ -63,6 +63,17 @@ def test_a_holdout_run_scores_ensembles_and_stacks_on_its_one_validated_fold(tmp
     assert second_level_folds(np.array([1, 0, 2, 1])).tolist() == [1, 0, 2, 1]
     monkeypatch.setattr(task_module, "HOLDOUT_ROWS", 300)
     folder = write_task(tmp_path / "task", task={"metric": "roc_auc"}, n=600)
+    # a label the models can learn (write_task's carries no signal), each model to its own degree
+    train = pd.read_csv(folder / "train.csv")
+    rng = np.random.default_rng(0)
+    train["x"] = rng.normal(size=len(train))
+    train["x2"] = rng.normal(size=len(train))
+    signal = train["x"] + np.sin(3 * train["x2"]) + rng.normal(scale=0.8, size=len(train))
+    train["label"] = np.where(signal > 0, "yes", "no")
+    train.to_csv(folder / "train.csv", index=False)
+    test = pd.read_csv(folder / "test.csv")
+    test["x2"] = rng.normal(size=len(test))
+    test.to_csv(folder / "test.csv", index=False)
     spec = load_task(folder)
     assert (spec.validation.kind, spec.validation.n_splits) == ("holdout", 5)
     settings = SearchSettings(time_budget_s=600, max_nodes=4, num_drafts=3, plan_candidates=0, ensemble_method="stacking",
