@@ -67,7 +67,8 @@ UNSEEN_FAMILY_MARGIN = 2.0
 #: and 32 SVD components: ``knowledge_base/recipes/fe_text_content.py.j2``).
 TEXT_CONTENT_COLUMNS = 232
 #: Work of a boosted model stopped early and then boosted again on its whole training fold,
-#: over the stopped model alone, by entry: the median ratio of run times less the overhead on the
+#: over the stopped model alone, by entry (those of ``REFIT_AFTER_STOPPING`` in
+#: :mod:`mcgs.coders.recipe_config`): the median ratio of run times less the overhead on the
 #: suite's tasks (docs/results/fold_refit.md: LightGBM 17 tasks, CatBoost 12).
 REFIT_WORK = {"model.lightgbm": 1.7, "model.catboost": 2.0}
 #: How a model's work grows with the training rows, by entry (1 when not listed).
@@ -115,7 +116,7 @@ class CostModel:
         Raises:
             KeyError: the config's model is not a knowledge entry.
         """
-        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS, REFIT_AFTER_STOPPING
+        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS
         from mcgs.knowledge_base import get_entry
 
         entry = get_entry(config["model"])
@@ -134,7 +135,7 @@ class CostModel:
         classes = float(p.get("n_classes") or 1) if entry.id in BOOSTED_TREES and p.get("task_kind") == "multiclass" else 1.0
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
-        refit = REFIT_WORK.get(entry.id, 1.7) if entry.id in REFIT_AFTER_STOPPING else 1.0
+        refit = REFIT_WORK.get(entry.id, 1.0)
         return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * refit * classes * seeds * self.folds
 
     def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
