@@ -1,18 +1,23 @@
-"""Recipe templates of a git revision against the working tree's: one default draft per task and model.
+"""Recipe templates of a git revision against the working tree's, or a feature block off against
+on: one default draft per task and model.
 
 For each task of the public suite (docs/results/suite.md) and each model, the recipe coder's
 default config is rendered twice: with the recipe templates of a git revision (``--before``) and
-with the working tree's. Both programs run in the sandbox with the same limits, one after the
+with the working tree's, or (``--feature FLAG``) with the working tree's templates and the feature
+block FLAG switched off, then on. Both programs run in the sandbox with the same limits, one after the
 other; the engine scores each on its OOF rows and the held-out answers grade its submission. The
 table reports CV score, held-out score and run time of both. Used for early stopping inside the
 training fold (docs/results/early_stopping.md) and for the refit on all of a fold's rows after it
-(docs/results/fold_refit.md).
+(docs/results/fold_refit.md), and for target encoding inside the folds
+(docs/results/target_encoding.md).
 
 Usage (from the repository root; the suite built by experiments/suite.py)::
 
     .venv/bin/python experiments/recipe_ab.py --suite /tmp/mcgs-suite --before 0a1b2c3 \\
         --labels "fixed rounds,early stopping" --title "Early stopping inside the training fold against fixed rounds" \\
         --tasks hmda_deny,computer_prices --models lightgbm --work /tmp/mcgs-ab --report docs/results/early_stopping.md
+    .venv/bin/python experiments/recipe_ab.py --suite /tmp/mcgs-suite --feature target_encoding \
+        --labels "without,with" --tasks movielens_rating --work /tmp/mcgs-ab
 """
 
 from __future__ import annotations
@@ -54,8 +59,10 @@ def _render(config: dict, profile: dict, recipes: Path | None) -> str:
     return code
 
 
-def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None, work: Path, timeout_s: float) -> dict:
-    """Run the default config of ``model`` on one task in the sandbox; CV and held-out scores."""
+def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None, work: Path, timeout_s: float,
+            feature: tuple[str, bool] | None = None) -> dict:
+    """Run the default config of ``model`` on one task in the sandbox (with ``feature`` = (flag,
+    on) set in it); CV and held-out scores."""
     from mcgs.coders.recipe_config import default_config
     from mcgs.contract import prepare_run_input, prepare_workspace
     from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
@@ -67,6 +74,8 @@ def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None,
     spec = load_task(task_dir)
     profile = profile_task(spec)
     config = default_config(f"model.{model}", profile) | {"seed": 0}
+    if feature is not None:
+        config["features"][feature[0]] = feature[1]
     code = _render(config, profile, recipes)
     inp = prepare_run_input(spec, work / "run")
     ws = prepare_workspace(inp, work / "ws", code)
@@ -89,6 +98,8 @@ def render_report(rows: list[dict], args) -> str:
     from mcgs.task import load_task
 
     a, b = args.labels.split(",")
+    variants = (f"with the working tree's templates and the feature block `{args.feature}` off ({a}), then on ({b})"
+                if args.feature else f"with the recipe templates of {args.before} ({a}) and with the working tree's ({b})")
     lines = [f"| task | model | metric | {a}: CV / held-out | {b}: CV / held-out | held-out ratio (> 1 = {b} better) "
              f"| run time (s): {a} / {b} |", "|---|---|---|---|---|---|---|"]
     better = worse = 0
@@ -105,13 +116,13 @@ def render_report(rows: list[dict], args) -> str:
                      f"| {'-' if ratio is None else f'{ratio:.4f}'} | {old['runtime_s']} / {new['runtime_s']} |")
     return "\n".join([
         f"# {args.title}", "",
-        f"The recipe coder's default config of each model on each task, rendered with the recipe templates of {args.before} "
-        f"({a}) and with the working tree's ({b}). Both run in the sandbox on 2 cores, one after the other; CV is the engine's score "
+        f"The recipe coder's default config of each model on each task, rendered {variants}. Both run in the sandbox on 2 cores, one after the other; CV is the engine's score "
         "on the OOF rows, held-out is graded on the suite's answers.", "",
         *lines, "",
         f"Held-out score better with {b} on {better} of {better + worse} tasks, worse on {worse}; total run time "
         f"{times[1]:.1f} s against {times[0]:.1f} s ({times[1] / max(times[0], 1e-9):.2f}x).", "",
-        f"Command: `python experiments/recipe_ab.py --suite SUITE --before {args.before} --labels \"{args.labels}\" "
+        f"Command: `python experiments/recipe_ab.py --suite SUITE "
+        f"{f'--feature {args.feature}' if args.feature else f'--before {args.before}'} --labels \"{args.labels}\" "
         f"--title \"{args.title}\" --tasks {args.tasks} --models {args.models} --work WORK --report {args.report}`",
     ]) + "\n"
 
@@ -119,7 +130,9 @@ def render_report(rows: list[dict], args) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", type=Path, required=True, help="A suite built by experiments/suite.py.")
-    parser.add_argument("--before", required=True, help="Git revision whose recipe templates are compared with the working tree's.")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--before", help="Git revision whose recipe templates are compared with the working tree's.")
+    which.add_argument("--feature", help="A feature block's config flag (e.g. target_encoding): off against on, the working tree's templates.")
     parser.add_argument("--labels", default="before,after", help="Names of the two variants, the revision's first, comma-separated.")
     parser.add_argument("--title", default="Recipe templates: a revision against the working tree", help="The report's title.")
     parser.add_argument("--tasks", required=True, help="Comma-separated suite task names.")
@@ -130,12 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        before = _templates_at(args.before, Path(tmp))
+        before = _templates_at(args.before, Path(tmp)) if args.before else None
+        sides = ((before, None), (None, None)) if args.before else ((None, (args.feature, False)), (None, (args.feature, True)))
         for task in args.tasks.split(","):
             for model in args.models.split(","):
-                for label, recipes in zip(args.labels.split(","), (before, None)):
+                for label, (recipes, feature) in zip(args.labels.split(","), sides):
                     work = args.work / task / model / label.replace(" ", "_")
-                    row = run_one(args.suite / "tasks" / task, args.suite / "answers", model, recipes, work, args.timeout)
+                    row = run_one(args.suite / "tasks" / task, args.suite / "answers", model, recipes, work, args.timeout, feature)
                     row.update(task=task, model=model, variant=label)
                     print(json.dumps(row), flush=True)
                     rows.append(row)

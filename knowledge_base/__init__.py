@@ -102,6 +102,8 @@ class Applicability(BaseModel):
         time_indexed: The task's folds follow a time column (validation ``time_split``).
         min_target_skew: Regression target skew is at least this (heavy right tail).
         has_train_only_columns: The training table has columns the test table lacks.
+        min_key_columns: Key columns (many levels, most repeated: ``key_columns`` of
+            :func:`mcgs.profile.profile_task`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -121,6 +123,7 @@ class Applicability(BaseModel):
     time_indexed: bool | None = None
     min_target_skew: float | None = None
     has_train_only_columns: bool | None = None
+    min_key_columns: int | None = None
 
     def failed(self, profile: dict[str, Any]) -> list[str]:
         """Names of the conditions that do not hold for ``profile`` (empty: the entry applies)."""
@@ -142,6 +145,7 @@ class Applicability(BaseModel):
             "time_indexed": self.time_indexed is None or bool(p.get("time_indexed")) == self.time_indexed,
             "min_target_skew": self.min_target_skew is None or (p.get("target_skew") is not None and p["target_skew"] >= self.min_target_skew),
             "has_train_only_columns": self.has_train_only_columns is None or bool(p.get("train_only_columns")) == self.has_train_only_columns,
+            "min_key_columns": self.min_key_columns is None or p.get("n_key_columns", 0) >= self.min_key_columns,
         }
         return [k for k, ok in checks.items() if not ok]
 
@@ -151,7 +155,7 @@ class Applicability(BaseModel):
 
     # Conditions that describe the data's character (not size or class-count guards).
     _SIGNALS = ("metrics", "max_minority_ratio", "min_categorical_columns", "has_string_columns", "has_missing",
-                "has_text", "has_datetime", "time_indexed", "min_target_skew", "has_train_only_columns")
+                "has_text", "has_datetime", "time_indexed", "min_target_skew", "has_train_only_columns", "min_key_columns")
 
     def specificity(self) -> int:
         """How many conditions on the data's character (text, dates, time index, imbalance,

@@ -29,6 +29,15 @@ DRIFT_THRESHOLD = 0.1
 LEAK_CORRELATION = 0.98
 # Rows used for the pairwise checks (near-duplicate columns), to bound the cost.
 SAMPLE_ROWS = 5000
+# Key columns (a level's mean target may be informative; knowledge entry
+# data.target_encoding_in_folds): a string column of more levels than a category may have
+# (MAX_CATEGORIES: the recipes take it only through counts and parts), or an integer column of at
+# least KEY_MIN_INT_LEVELS distinct values (a user or item id read as a number, or a measurement:
+# the recipe program tells them apart with the labels), in both cases with at least
+# KEY_MIN_REPEATED of the training rows holding a value that occurs more than once. A column of
+# fewer levels is a category that the models take themselves.
+KEY_MIN_INT_LEVELS = 100
+KEY_MIN_REPEATED = 0.5
 
 
 def is_datetime_column(s) -> bool:
@@ -67,6 +76,20 @@ def _kind(s, n_rows: int) -> str:
     if unique_per_row:
         return "id_like"
     return "string"
+
+
+def _is_key(s, kind: str) -> bool:
+    """Whether a feature column is a key (see :data:`KEY_MIN_INT_LEVELS`): many levels, most repeated."""
+    import pandas as pd
+
+    values = s.dropna()
+    if kind == "string":
+        wanted = True
+    elif kind == "numeric" and pd.api.types.is_numeric_dtype(values) and len(values):
+        wanted = values.nunique() >= KEY_MIN_INT_LEVELS and bool((values % 1 == 0).all())
+    else:
+        return False
+    return wanted and float(values.duplicated(keep=False).mean()) >= KEY_MIN_REPEATED
 
 
 def _drift(tr, te, kind: str) -> float | None:
@@ -153,7 +176,8 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
           id_like (unique per row: a row counter or key) or string (other high-cardinality
           strings); counts ``n_features``, ``n_numeric`` (numeric and boolean),
           ``n_categorical``, ``n_string`` (string, text and id_like), ``n_text``,
-          ``n_datetime``;
+          ``n_datetime``; ``key_columns`` (string or integer columns of many levels, most of
+          them repeated: :data:`KEY_MIN_INT_LEVELS`) and ``n_key_columns``;
         * ``missing_share`` (share of missing cells in the feature columns), ``missing``
           {column: share} and ``cardinality`` {column: distinct values} per feature column;
         * target: ``n_classes``, ``class_shares`` and ``minority_share`` (classification),
@@ -194,6 +218,7 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "n_string": sum(k in ("string", "text", "id_like") for k in kinds.values()),
         "n_text": sum(k == "text" for k in kinds.values()),
         "n_datetime": sum(k == "datetime" for k in kinds.values()),
+        "key_columns": [c for c in feats if _is_key(train[c], kinds[c])],
         "missing_share": float(train[feats].isna().mean().mean()) if feats else 0.0,
         "columns": kinds,
         "missing": {c: round(float(train[c].isna().mean()), 4) for c in feats},
@@ -204,6 +229,7 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "leakage": _leakage(train, feats, kinds, spec, train_only),
         "constraints": spec.constraints.model_dump(),
     }
+    out["n_key_columns"] = len(out["key_columns"])
     out.update(_target_profile(spec, train))
     return out
 

@@ -532,3 +532,62 @@ def _predicted_alone_and_in_the_run(ws, test: pd.DataFrame, rows: list[int]) -> 
     r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return pd.read_csv(ws / "few_out.csv.raw.csv"), pd.read_csv(ws / "working" / "test_pred.csv").iloc[rows]
+
+
+def _ratings_task(folder, rng: np.random.Generator, n: int, signal: bool, kind: str = "regression"):
+    """A rating table: integer user and item keys (read as numbers), a timestamp with unique
+    values and a continuous column; the rating is a user bias plus an item bias plus noise
+    (``signal``) or noise alone."""
+    import yaml
+
+    users, items = rng.normal(0, 1.0, 120), rng.normal(0, 0.7, 300)
+    u, i = rng.integers(0, 120, n), rng.integers(0, 300, n)
+    noise = rng.normal(0, 0.5, n)
+    rating = 3 + (users[u] + items[i] if signal else 0) + noise
+    df = pd.DataFrame({"id": range(n), "user": u + 1000, "item": i * 7, "stamp": 10**9 + rng.permutation(n) * 37,
+                       "temperature": rng.normal(20, 5, n).round(3), "rating": rating})
+    if kind == "multiclass":
+        df["rating"] = pd.cut(df["rating"], [-np.inf, 2.5, 3.5, np.inf], labels=["low", "mid", "high"]).astype(str)
+    folder.mkdir(parents=True)
+    cut = int(n * 0.8)
+    df.iloc[:cut].to_csv(folder / "train.csv", index=False)
+    test = df.iloc[cut:].drop(columns="rating")
+    test.to_csv(folder / "test.csv", index=False)
+    sample = test[["id"]].assign(rating=3.0) if kind == "regression" else test[["id"]].assign(high=1 / 3, low=1 / 3, mid=1 / 3)
+    sample.to_csv(folder / "sample_submission.csv", index=False)
+    metric = "rmse" if kind == "regression" else "log_loss"
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": metric, "target": "rating", "validation": {"n_splits": 4}}))
+    return load_task(folder), test
+
+
+@pytest.mark.parametrize("kind", ["regression", "multiclass"])
+def test_target_encoding_gives_integer_keys_their_level_means_from_the_training_fold_only(tmp_path, kind):
+    """Knowledge entry data.target_encoding_in_folds: on a rating table whose label is a user
+    bias plus an item bias, the block encodes the two integer keys (not the unique timestamp or
+    the continuous column: the profile's key columns) and LightGBM's CV score improves clearly; on a label that is noise it
+    scores no better than the mean (an encoding that saw the validation rows' labels would);
+    test rows predicted alone get the predictions they had in the run."""
+    from mcgs.coders.recipe_config import default_config
+
+    rng = np.random.default_rng(5)
+    spec, test = _ratings_task(tmp_path / "t", rng, 2500, signal=True, kind=kind)
+    prof = profile_task(spec)
+    assert prof["key_columns"] == ["user", "item"]
+    config = default_config("model.lightgbm", prof)
+    assert config["features"]["target_encoding"]  # on by default where there is a key column
+    scores = {}
+    for on in (False, True):
+        config["features"]["target_encoding"] = on
+        ev, out, ids = run_recipe(spec, config, tmp_path / f"te-{on}")
+        assert ("data.target_encoding_in_folds" in ids) == on
+        scores[on] = ev.score
+    assert "target encoding of ['user', 'item']" in out
+    assert scores[True] < 0.93 * scores[False], scores  # rmse or log loss: lower is better
+    got, expected = _predicted_alone_and_in_the_run(tmp_path / "te-True" / "ws", test, [1, 6, 40])
+    got, expected = got.drop(columns="row", errors="ignore").to_numpy(), expected.drop(columns="row").to_numpy()
+    assert np.abs(got - expected).max() <= 1e-6
+    if kind == "regression":
+        noise, _ = _ratings_task(tmp_path / "noise", np.random.default_rng(6), 2500, signal=False)
+        ev, out, _ = run_recipe(noise, config, tmp_path / "te-noise")
+        y = pd.read_csv(noise.train_path)["rating"]
+        assert "target encoding of ['user', 'item']" in out and ev.score >= 0.98 * y.std(), (ev.score, y.std())

@@ -36,6 +36,7 @@ __all__ = [
 FEATURE_ORDER = (
     "datetime_parts", "cyclical_time", "covariate_lags", "text_stats", "text_content",
     "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
+    "target_encoding",
 )
 #: Models that read the text columns themselves (their own n-grams): feature blocks that turn
 #: text into table columns (``text_content``) start off for them.
@@ -135,6 +136,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         params=repr(params),
         max_categories=MAX_CATEGORIES,
         text_min_words=TEXT_MIN_WORDS,
+        key_columns=repr(list(profile.get("key_columns", []))),
         float32=(profile.get("n_train") or 0) + (profile.get("n_test") or 0) >= FLOAT32_ROWS,
     )
     return code, tuple(ids)
