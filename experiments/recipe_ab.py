@@ -16,7 +16,7 @@ Usage (from the repository root; the suite built by experiments/suite.py)::
     .venv/bin/python experiments/recipe_ab.py --suite /tmp/mcgs-suite --before 0a1b2c3 \\
         --labels "fixed rounds,early stopping" --title "Early stopping inside the training fold against fixed rounds" \\
         --tasks hmda_deny,computer_prices --models lightgbm --work /tmp/mcgs-ab --report docs/results/early_stopping.md
-    .venv/bin/python experiments/recipe_ab.py --suite /tmp/mcgs-suite --feature target_encoding \
+    .venv/bin/python experiments/recipe_ab.py --suite /tmp/mcgs-suite --feature target_encoding \\
         --labels "without,with" --tasks movielens_rating --work /tmp/mcgs-ab
 """
 

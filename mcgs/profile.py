@@ -80,16 +80,13 @@ def _kind(s, n_rows: int) -> str:
 
 def _is_key(s, kind: str) -> bool:
     """Whether a feature column is a key (see :data:`KEY_MIN_INT_LEVELS`): many levels, most repeated."""
-    import pandas as pd
-
     values = s.dropna()
-    if kind == "string":
-        wanted = True
-    elif kind == "numeric" and pd.api.types.is_numeric_dtype(values) and len(values):
-        wanted = values.nunique() >= KEY_MIN_INT_LEVELS and bool((values % 1 == 0).all())
-    else:
+    if kind == "numeric":
+        if values.nunique() < KEY_MIN_INT_LEVELS or not bool((values % 1 == 0).all()):
+            return False
+    elif kind != "string":
         return False
-    return wanted and float(values.duplicated(keep=False).mean()) >= KEY_MIN_REPEATED
+    return float(values.duplicated(keep=False).mean()) >= KEY_MIN_REPEATED
 
 
 def _drift(tr, te, kind: str) -> float | None:
@@ -205,6 +202,7 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         if d is not None:
             drift[c] = round(d, 4)
     n, m = max(len(train), 1), max(len(test), 1)
+    keys = [c for c in feats if _is_key(train[c], kinds[c])]
     drift_bar = max(DRIFT_THRESHOLD, 1.95 * ((n + m) / (n * m)) ** 0.5)
     out: dict[str, Any] = {
         "task_kind": spec.task_kind,
@@ -218,7 +216,8 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "n_string": sum(k in ("string", "text", "id_like") for k in kinds.values()),
         "n_text": sum(k == "text" for k in kinds.values()),
         "n_datetime": sum(k == "datetime" for k in kinds.values()),
-        "key_columns": [c for c in feats if _is_key(train[c], kinds[c])],
+        "key_columns": keys,
+        "n_key_columns": len(keys),
         "missing_share": float(train[feats].isna().mean().mean()) if feats else 0.0,
         "columns": kinds,
         "missing": {c: round(float(train[c].isna().mean()), 4) for c in feats},
@@ -229,7 +228,6 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "leakage": _leakage(train, feats, kinds, spec, train_only),
         "constraints": spec.constraints.model_dump(),
     }
-    out["n_key_columns"] = len(out["key_columns"])
     out.update(_target_profile(spec, train))
     return out
 

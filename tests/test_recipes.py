@@ -510,16 +510,24 @@ def test_tree_models_read_the_words_of_a_text_column_through_the_text_content_bl
     config = coder.default_config("model.lightgbm", prof)
     assert config["features"]["text_content"]
     config["params"]["n_estimators"] = 60
-    scores = {}
-    for on in (True, False):
-        config["features"]["text_content"] = on
-        ev, _, ids = run_recipe(spec, config, tmp_path / f"lgbm-{on}")
-        assert ("data.text_content" in ids) == on
-        scores[on] = ev.score
+    scores, _ = _scores_off_and_on(spec, config, "text_content", "data.text_content", tmp_path / "lgbm")
     assert scores[True] > 0.8 and scores[False] < 0.5, scores
     got, expected = _predicted_alone_and_in_the_run(tmp_path / "lgbm-True" / "ws", test, [0, 4, 9])
     got, expected = got.drop(columns="row", errors="ignore").to_numpy(), expected.drop(columns="row").to_numpy()
     assert np.abs(got - expected).max() <= 1e-6
+
+
+def _scores_off_and_on(spec, config: dict, flag: str, entry_id: str, folder) -> tuple[dict[bool, float], str]:
+    """Run ``config`` with the feature block ``flag`` off (in ``{folder}-False``) and on
+    (``{folder}-True``); the program cites ``entry_id`` only when it is on. Returns the CV score
+    per setting and the program's output with it on."""
+    scores = {}
+    for on in (False, True):
+        config["features"][flag] = on
+        ev, out, ids = run_recipe(spec, config, folder.parent / f"{folder.name}-{on}")
+        assert (entry_id in ids) == on
+        scores[on] = ev.score
+    return scores, out
 
 
 def _predicted_alone_and_in_the_run(ws, test: pd.DataFrame, rows: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -575,12 +583,7 @@ def test_target_encoding_gives_integer_keys_their_level_means_from_the_training_
     assert prof["key_columns"] == ["user", "item"]
     config = default_config("model.lightgbm", prof)
     assert config["features"]["target_encoding"]  # on by default where there is a key column
-    scores = {}
-    for on in (False, True):
-        config["features"]["target_encoding"] = on
-        ev, out, ids = run_recipe(spec, config, tmp_path / f"te-{on}")
-        assert ("data.target_encoding_in_folds" in ids) == on
-        scores[on] = ev.score
+    scores, out = _scores_off_and_on(spec, config, "target_encoding", "data.target_encoding_in_folds", tmp_path / "te")
     assert "target encoding of ['user', 'item']" in out
     assert scores[True] < 0.93 * scores[False], scores  # rmse or log loss: lower is better
     got, expected = _predicted_alone_and_in_the_run(tmp_path / "te-True" / "ws", test, [1, 6, 40])
