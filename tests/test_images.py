@@ -1,0 +1,287 @@
+"""Tasks made of files: image tasks in the plain and MLE-bench layouts, found, checked, profiled and
+given to candidates through the contract (small PNGs made here), and aerial-cactus-identification
+prepared and graded as MLE-bench does (real data)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from PIL import Image
+
+from mcgs.contract import build_task_json, prepare_run_input, prepare_workspace
+from mcgs.evaluation import TaskLabels, evaluate_workspace
+from mcgs.profile import profile_task
+from mcgs.task import TaskError, load_task
+
+CACTUS = "aerial-cactus-identification"
+
+
+def _png(value: int, size=(12, 10), mode="RGB") -> bytes:
+    """A PNG of one colour: (value, 255 - value, 40) in RGB, value in grey."""
+    colour = value if mode == "L" else (value, 255 - value, 40)
+    buf = io.BytesIO()
+    Image.new(mode, size, colour).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _labelled(n: int, seed: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Names, brightness and labels: a bright image is a positive (with 10 % of labels flipped)."""
+    rng = np.random.default_rng(seed)
+    value = rng.integers(0, 256, n)
+    label = ((value > 128) ^ (rng.random(n) < 0.1)).astype(int)
+    return [f"img_{i:04d}.png" for i in range(n)], value, label
+
+
+def plain_image_task(folder: Path, n_train: int = 120, n_test: int = 40) -> Path:
+    """images/ + CSV layout: train.csv (image, label), test.csv (image), one folder of files."""
+    names, value, label = _labelled(n_train + n_test)
+    (folder / "images").mkdir(parents=True)
+    for name, v in zip(names, value):
+        (folder / "images" / name).write_bytes(_png(int(v)))
+    pd.DataFrame({"image": names[:n_train], "label": label[:n_train]}).to_csv(folder / "train.csv", index=False)
+    pd.DataFrame({"image": names[n_train:]}).to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"image": names[n_train:], "label": 0.5}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text("metric: roc_auc\n")
+    return folder
+
+
+def mlebench_image_task(folder: Path, n_train: int = 120, n_test: int = 40, test_prefix: str = "test/") -> Path:
+    """MLE-bench's layout: train.csv, sample_submission.csv, train.zip (files at the root) and
+    test.zip (files under ``test_prefix``), no test table."""
+    names, value, label = _labelled(n_train + n_test, seed=1)
+    names = [n.replace(".png", ".jpg") for n in names]
+    folder.mkdir(parents=True)
+    for archive, prefix, rows in (("train.zip", "", range(n_train)), ("test.zip", test_prefix, range(n_train, n_train + n_test))):
+        with zipfile.ZipFile(folder / archive, "w") as z:
+            for i in rows:
+                buf = io.BytesIO()
+                Image.new("RGB", (16, 16), (int(value[i]),) * 3).save(buf, format="JPEG", quality=95)
+                z.writestr(prefix + names[i], buf.getvalue())
+    pd.DataFrame({"id": names[:n_train], "has_x": label[:n_train]}).to_csv(folder / "train.csv", index=False)
+    pd.DataFrame({"id": names[n_train:], "has_x": 0.5}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text("metric: roc_auc\n")
+    return folder
+
+
+# --- finding the files -------------------------------------------------------------------------
+
+
+def test_plain_layout_finds_the_image_column_and_folder(tmp_path):
+    spec = load_task(plain_image_task(tmp_path / "t"))
+    assert spec.media is not None and spec.media.column == "image"
+    assert (spec.media.train.path, spec.media.train.prefix) == ("images", "")
+    assert spec.media.test.path == "images"
+    assert spec.extra_files == ["images"]
+    assert spec.validation.kind == "holdout"  # one network per candidate
+    assert spec.media.n_bytes == sum(p.stat().st_size for p in (tmp_path / "t" / "images").iterdir())
+
+
+def test_mlebench_layout_reads_zips_with_and_without_a_folder_and_takes_test_ids_from_the_sample(tmp_path):
+    spec = load_task(mlebench_image_task(tmp_path / "t"))
+    assert spec.media.column == "id"
+    assert (spec.media.train.path, spec.media.train.prefix) == ("train.zip", "")
+    assert (spec.media.test.path, spec.media.test.prefix) == ("test.zip", "test/")
+    assert spec.test_file == "sample_submission.csv" and spec.n_test == 40
+    assert any("sample_submission.csv" in note for note in spec.notes)
+    assert spec.target_columns == ["has_x"] and spec.task_kind == "binary"
+
+
+def test_values_that_are_paths_from_the_task_folder(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
+    for name in ("train.csv", "test.csv", "sample_submission.csv"):
+        df = pd.read_csv(folder / name)
+        df["image"] = "images/" + df["image"]
+        df.to_csv(folder / name, index=False)
+    spec = load_task(folder)
+    assert spec.media.train.path == "." and spec.extra_files == ["images"]
+
+
+def test_a_table_task_has_no_media(tmp_path):
+    folder = tmp_path / "t"
+    folder.mkdir()
+    pd.DataFrame({"id": range(30), "x": range(30), "y": [0, 1] * 15}).to_csv(folder / "train.csv", index=False)
+    pd.DataFrame({"id": range(30, 40), "x": range(10)}).to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"id": range(30, 40), "y": 0.5}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "task.yaml").write_text("metric: roc_auc\n")
+    spec = load_task(folder)
+    assert spec.media is None and profile_task(spec)["modality"] == "table"
+    assert build_task_json(spec).media is None
+
+
+# --- bad files are named before the search starts ----------------------------------------------
+
+
+def test_a_missing_file_is_named(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
+    (folder / "images" / "img_0007.png").unlink()
+    with pytest.raises(TaskError, match=r"1 of the 120 train rows name a file that images does not hold \(e.g. 'img_0007.png'\)"):
+        load_task(folder)
+
+
+def test_an_unreadable_image_is_named_with_the_reason(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
+    good = (folder / "images" / "img_0130.png").read_bytes()
+    (folder / "images" / "img_0130.png").write_bytes(good[: len(good) // 2])  # truncated
+    (folder / "images" / "img_0003.png").write_bytes(b"not an image at all")
+    with pytest.raises(TaskError) as err:
+        load_task(folder)
+    msg = str(err.value)
+    assert "2 image file(s) cannot be read" in msg
+    assert "train 'img_0003.png' (UnidentifiedImageError" in msg and "test 'img_0130.png'" in msg
+
+
+def test_files_nowhere_and_names_leaving_the_folder_are_refused(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
+    (folder / "images").rename(folder / ".hidden")
+    with pytest.raises(TaskError, match="no folder or zip archive in .* holds them; put the files in a folder"):
+        load_task(folder)
+    (folder / ".hidden").rename(folder / "images")
+    df = pd.read_csv(folder / "train.csv")
+    df.loc[3, "image"] = "../../etc/passwd.png"
+    df.to_csv(folder / "train.csv", index=False)
+    with pytest.raises(TaskError, match=r"names files outside the task folder \(e.g. '../../etc/passwd.png'\)"):
+        load_task(folder)
+
+
+def test_a_declared_source_that_does_not_hold_the_files(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
+    (folder / "other").mkdir()
+    (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "roc_auc", "files": {"train": "other"}}))
+    with pytest.raises(TaskError, match=r"files.train 'other' does not hold the files column 'image' names"):
+        load_task(folder)
+
+
+# --- profile and contract -----------------------------------------------------------------------
+
+
+def test_profile_describes_the_files(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
+    (folder / "images" / "img_0001.png").write_bytes(_png(10, size=(30, 20), mode="L"))
+    prof = profile_task(load_task(folder))
+    media = prof["media"]
+    assert prof["modality"] == "image" and prof["n_features"] == 0 and "image" not in prof["columns"]
+    assert media["n_train_files"] == 120 and media["n_test_files"] == 40
+    assert media["formats"] == {"PNG": 160} and media["modes"] == {"RGB": 159, "L": 1}
+    assert media["channels"] == 3 and media["sizes"]["12x10"] == 159
+    assert media["min_size"] == [12, 10] and media["max_size"] == [30, 20]
+    # each image is one colour (v, 255 - v, 40): the channel means add up to 255 and the third is 40
+    assert media["pixel_mean"][0] + media["pixel_mean"][1] == pytest.approx(255, abs=0.1)
+    assert media["pixel_mean"][2] == pytest.approx(40) and media["pixel_std"][2] == pytest.approx(0)
+    assert prof["class_shares"].keys() == {"0", "1"}
+
+
+_BRIGHTNESS_PROGRAM = '''
+import io, json, os, zipfile
+import numpy as np, pandas as pd
+from PIL import Image
+task = json.load(open("input/task.json"))
+m = task["media"]
+
+def load(split, value):
+    src = m[split]
+    if src["archive"]:
+        with zipfile.ZipFile(src["source"]) as z:
+            data = z.read(src["prefix"] + value)
+    else:
+        data = open(os.path.join(src["source"], src["prefix"] + value), "rb").read()
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=float)[..., 0].mean() / 255
+
+train = pd.read_csv(task["files"]["train"]["path"])
+test = pd.read_csv(task["files"]["test"]["path"])
+folds = pd.read_csv("input/folds.csv")
+col, target = m["column"], task["target_columns"][0]
+va = folds[folds.fold >= 0].row.to_numpy()
+pd.DataFrame({"row": va, target: [load("train", v) for v in train[col].iloc[va]]}).to_csv("working/oof.csv", index=False)
+p = [load("test", v) for v in test[col]]
+pd.DataFrame({"row": range(len(test)), target: p}).to_csv("working/test_pred.csv", index=False)
+pd.DataFrame({task["id_column"]: test[task["id_column"]], target: p}).to_csv("submission/submission.csv", index=False)
+'''
+
+
+@pytest.mark.parametrize("layout", ["plain", "mlebench"])
+def test_a_candidate_reads_the_files_through_the_contract(tmp_path, layout):
+    make = plain_image_task if layout == "plain" else mlebench_image_task
+    spec = load_task(make(tmp_path / "t"))
+    inp = prepare_run_input(spec, tmp_path / "run")
+    tj = json.loads((inp / "task.json").read_text())
+    assert tj["contract_version"] == "1.3"
+    expected = {"plain": ("input/images", "", False), "mlebench": ("input/test.zip", "test/", True)}[layout]
+    assert (tj["media"]["test"]["source"], tj["media"]["test"]["prefix"], tj["media"]["test"]["archive"]) == expected
+    test_table = pd.read_csv(tmp_path / "run" / tj["files"]["test"]["path"])
+    assert list(test_table.columns) == [spec.media.column] and len(test_table) == 40  # never the sample's 0.5 column
+    ws = prepare_workspace(inp, tmp_path / "ws", _BRIGHTNESS_PROGRAM)
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ev = evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws)  # raises on an invalid output
+    assert ev.test_pred.shape == (40, 1)
+    # brightness decides the label but for the 10 % flipped: the AUC is far above chance
+    assert 0.8 < ev.score < 1.0
+
+
+# --- aerial-cactus-identification (MLE-bench lite), real data ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cactus(shared_data: Path, tmp_path_factory) -> Path:
+    from mcgs.mlebench import prepare_competition
+
+    return prepare_competition(CACTUS, shared_data / CACTUS / "raw", tmp_path_factory.mktemp("cactus"))
+
+
+@pytest.mark.realdata
+def test_cactus_prepared_csvs_match_mlebench_md5s_and_zips_hold_each_part(cactus: Path, shared_data: Path):
+    published = yaml.safe_load((shared_data / CACTUS / "mlebench" / "checksums.yaml").read_text())
+    for section in ("public", "private"):
+        for name, md5 in published[section].items():
+            assert hashlib.md5((cactus / "prepared" / section / name).read_bytes()).hexdigest() == md5, name
+    public = cactus / "prepared" / "public"
+    train, sample = pd.read_csv(public / "train.csv"), pd.read_csv(public / "sample_submission.csv")
+    assert (len(train), len(sample)) == (14175, 3325)
+    raw = zipfile.ZipFile(shared_data / CACTUS / "raw" / "train.zip")
+    for archive, ids in (("train.zip", train["id"]), ("test.zip", sample["id"])):
+        with zipfile.ZipFile(public / archive) as z:
+            assert sorted(z.namelist()) == sorted(ids)  # at the root, one per row
+            first = ids.iloc[0]
+            assert z.read(first) == raw.read("train/" + first)  # image bytes unchanged
+    assert not (public / "test.csv").exists()
+
+
+@pytest.mark.realdata
+def test_cactus_loads_as_an_image_task_and_grades(cactus: Path, tmp_path: Path):
+    from mcgs.mlebench import grade_submission
+
+    spec = load_task(cactus)
+    assert spec.media.column == "id" and spec.task_kind == "binary" and spec.metric == "roc_auc"
+    assert (spec.media.train.path, spec.media.test.path) == ("train.zip", "test.zip")
+    media = profile_task(spec)["media"]
+    assert media["sizes"] == {"32x32": 17500} and media["channels"] == 3
+    answers = pd.read_csv(cactus / "prepared" / "private" / "test.csv")
+    perfect = tmp_path / "perfect.csv"
+    answers.assign(has_cactus=answers["has_cactus"].astype(float)).to_csv(perfect, index=False)
+    report = grade_submission(CACTUS, perfect, cactus.parent)
+    assert report.valid_submission and report.score == 1.0 and report.gold_medal
+    sample = cactus / "prepared" / "public" / "sample_submission.csv"
+    report = grade_submission(CACTUS, sample, cactus.parent)
+    assert report.score == 0.5 and not report.any_medal
+
+
+def test_a_request_that_does_not_name_the_modality_becomes_an_image_task(tmp_path):
+    from mcgs.request import task_from_request
+
+    data = mlebench_image_task(tmp_path / "data")
+    (data / "task.yaml").unlink()
+    spec, parsed = task_from_request("predict has_x for each test row; scored by ROC AUC", data, tmp_path / "task")
+    assert spec.media is not None and spec.media.column == "id"
+    assert spec.task_kind == "binary" and spec.metric == "roc_auc" and spec.n_test == 40
+    assert any("no test table" in note for note in parsed.notes)
+    assert sorted(p.name for p in (tmp_path / "task").iterdir() if p.is_symlink()) == ["sample_submission.csv", "test.zip", "train.csv", "train.zip"]
