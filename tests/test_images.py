@@ -285,3 +285,61 @@ def test_a_request_that_does_not_name_the_modality_becomes_an_image_task(tmp_pat
     assert spec.task_kind == "binary" and spec.metric == "roc_auc" and spec.n_test == 40
     assert any("no test table" in note for note in parsed.notes)
     assert sorted(p.name for p in (tmp_path / "task").iterdir() if p.is_symlink()) == ["sample_submission.csv", "test.zip", "train.csv", "train.zip"]
+
+
+# --- recipes: table models on image features, networks on the pixels ----------------------------
+
+
+def _run_config(spec, config: dict, folder: Path, time_limit_s: int | None = None):
+    from mcgs.coders.recipe_config import render_program
+
+    prof = profile_task(spec)
+    code, ids = render_program({"seed": 0} | config, title="test", plan="test", profile=prof)
+    inp = prepare_run_input(spec, folder / "run")
+    ws = prepare_workspace(inp, folder / "ws", code)
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"} | ({"MCGS_TIME_LIMIT_S": str(time_limit_s)} if time_limit_s else {})
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws), r.stdout, ids
+
+
+def test_lightgbm_reads_the_images_through_their_features(tmp_path):
+    from mcgs.coders.recipe_config import default_config
+
+    spec = load_task(plain_image_task(tmp_path / "t", n_train=400, n_test=60))
+    config = default_config("model.lightgbm", profile_task(spec))
+    ev, out, ids = _run_config(spec, config, tmp_path)
+    assert "223 image features from 460 images" in out and "data.image_features" in ids
+    assert ev.score > 0.85  # brightness decides the label but for 10 % flipped labels
+
+
+def test_a_cnn_learns_the_images_and_fits_its_epochs_to_the_time_it_has(tmp_path):
+    pytest.importorskip("torch")
+    from mcgs.coders.recipe_config import default_config
+
+    spec = load_task(plain_image_task(tmp_path / "t", n_train=400, n_test=60))
+    prof = profile_task(spec)
+    config = default_config("model.image_cnn", prof)
+    config["params"]["epochs"] = 6
+    ev, out, ids = _run_config(spec, config, tmp_path / "a")
+    assert "6 of 6 epochs" in out and {"data.image_augmentation", "data.test_time_augmentation", "model.image_cnn"} <= set(ids)
+    assert ev.score > 0.8
+    config["params"]["epochs"] = 100000  # far more than 5 s allows: the program cuts them
+    _, out, _ = _run_config(spec, config, tmp_path / "b", time_limit_s=5)
+    planned = int(out.split(" of 100000 epochs")[0].split()[-1])
+    assert 1 <= planned < 100000
+
+
+def test_the_search_drafts_both_kinds_on_an_image_task(tmp_path):
+    pytest.importorskip("torch")
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    spec = load_task(plain_image_task(tmp_path / "t", n_train=300, n_test=40))
+    settings = SearchSettings(time_budget_s=600, max_nodes=4, seed=0, plan_candidates=0, ensemble=False, cpu_threads=1)
+    search = create_search(spec, tmp_path / "run", settings=settings)
+    search.run()
+    drafts = [n for n in search.nodes() if n.config.get("model")]
+    assert {"model.lightgbm", "model.image_cnn"} <= {n.config["model"] for n in drafts}  # the ResNet needs 500 rows
+    assert all(n.is_valid for n in drafts), [(n.seq, n.error) for n in drafts if not n.is_valid]
+    assert (tmp_path / "run" / "best" / "submission.csv").is_file()
