@@ -23,6 +23,7 @@ from mcgs.best_folder import write_best
 from mcgs.budget import Budget, StopReason
 from mcgs.coders import Coder, CoderStop
 from mcgs.contract import prepare_run_input
+from mcgs.gpus import gpu_pool_for
 from mcgs.disk import DiskGuard
 from mcgs.evaluation import TaskLabels
 from mcgs.expansion import launch
@@ -140,6 +141,8 @@ class Search:
         self.disk = DiskGuard(run_dir, storage, run.id, self.budget.clock, self._stop, lambda msg: self.say(msg), lambda: self.settings,
                               read_only=read_only)
         self._isolation: str | None = None
+        # the GPUs and which running candidate holds which; a --gpus index the machine lacks fails here
+        self.gpu_pool = gpu_pool_for(settings.gpus if not read_only else "none", settings.candidates_per_gpu)
         if read_only:  # resolved when node code first runs (export's measurements)
             return
         self.isolation  # noqa: B018 - fail at once when the run's isolation is not available here
