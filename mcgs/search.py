@@ -65,7 +65,12 @@ from mcgs.storage import RunRecord, Storage, owner_id
 from mcgs.verdicts import judge, record_verdict, save_progress
 from mcgs.task import TaskError, TaskSpec, data_fingerprint, load_task
 
-__all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
+__all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME", "IMAGE_NODE_TIMEOUT_SHARE"]
+
+#: ``node_timeout_share`` of an image task's run when the settings leave it out: a network's
+#: program trains for the time it is given (MCGS_TIME_LIMIT_S), and its score grows with the
+#: epochs, so one candidate may take half the run rather than a quarter.
+IMAGE_NODE_TIMEOUT_SHARE = 0.5
 
 logger = logging.getLogger(__name__)
 
@@ -555,6 +560,9 @@ def create_search(
         settings = settings.model_copy(update={"isolation": resolve_isolation(settings.isolation)})
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    if spec.media is not None and "node_timeout_share" not in settings.model_fields_set:
+        # a network trains for as long as it is given: on an image task one candidate may take half the run
+        settings = settings.model_copy(update={"node_timeout_share": IMAGE_NODE_TIMEOUT_SHARE})
     if spec.constraints.interpretable and settings.ensemble:
         # a blend of several models is not one a person can inspect
         logger.info("the task asks for an interpretable model: no ensembles")
