@@ -343,3 +343,32 @@ def test_the_search_drafts_both_kinds_on_an_image_task(tmp_path):
     assert {"model.lightgbm", "model.image_cnn"} <= {n.config["model"] for n in drafts}  # the ResNet needs 500 rows
     assert all(n.is_valid for n in drafts), [(n.seq, n.error) for n in drafts if not n.is_valid]
     assert (tmp_path / "run" / "best" / "submission.csv").is_file()
+
+
+def test_the_llm_coder_is_told_the_modality_and_where_the_files_are(tmp_path):
+    """Through the real Anthropic SDK against the local fake server: the stable prompt of an
+    image task says it is one and where each table's files are, and the program the model
+    writes (reading the zips in place) runs and is scored."""
+    from fake_anthropic import FakeAnthropic, tool_reply
+    from mcgs.coders import CoderRequest
+    from mcgs.coders.anthropic import AnthropicCoder
+    from mcgs.coders.recipe import RecipeCoder
+    from mcgs.llm import AnthropicClient
+    from mcgs.node import Operator
+    from mcgs.search import create_search
+    from mcgs.settings import LLMSettings, SearchSettings
+
+    spec = load_task(mlebench_image_task(tmp_path / "t"))
+    reply = lambda body: tool_reply({"plan": "brightness of the red channel", "code": _BRIGHTNESS_PROGRAM})  # noqa: E731
+    with FakeAnthropic(default=reply) as fake:
+        llm = LLMSettings(base_url=fake.base_url, max_retries=1, cheap_model="cheap", strong_model="strong", max_tokens=1000)
+        settings = SearchSettings(time_budget_s=300, max_nodes=1, seed=0, ensemble=False, coder="anthropic", llm=llm, plan_candidates=0)
+        coder = AnthropicCoder(settings, fallback=RecipeCoder(), client=AnthropicClient(settings.llm, api_key="test-key"))
+        search = create_search(spec, tmp_path / "run", settings=settings, coder=coder)
+        search.run()
+    prefix = fake.requests[0]["system"][0]["text"]
+    assert "# Files of this task (images)" in prefix and "column `id`" in prefix
+    assert "training files in `input/train.zip`" in prefix and "test files in `input/test.zip` under `test/`" in prefix
+    assert "Pillow, torch" in prefix and "MCGS_TIME_LIMIT_S" in prefix
+    node = [n for n in search.nodes() if n.parent_id is not None][0]
+    assert node.is_valid and 0.8 < node.score < 1.0, node.error
