@@ -343,6 +343,10 @@ def test_the_search_drafts_both_kinds_on_an_image_task(tmp_path):
     assert {"model.lightgbm", "model.image_cnn"} <= {n.config["model"] for n in drafts}  # the ResNet needs 500 rows
     assert all(n.is_valid for n in drafts), [(n.seq, n.error) for n in drafts if not n.is_valid]
     assert (tmp_path / "run" / "best" / "submission.csv").is_file()
+    from mcgs.export import ExportError, export_node
+
+    with pytest.raises(ExportError, match="is an image task: exporting its nodes .* is not supported yet"):
+        export_node(search, tmp_path / "model")
 
 
 def test_the_llm_coder_is_told_the_modality_and_where_the_files_are(tmp_path):
