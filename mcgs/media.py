@@ -34,6 +34,8 @@ __all__ = [
     "MediaSource",
     "MediaSpec",
     "MediaFiles",
+    "is_image_name",
+    "image_column",
     "is_file_source",
     "detect_media",
     "check_media",
@@ -144,19 +146,21 @@ class MediaFiles:
         return (self.root / name).read_bytes()
 
 
-def _is_image_name(v: Any) -> bool:
+def is_image_name(v: Any) -> bool:
+    """Whether a table value names an image file (ends with one of :data:`IMAGE_SUFFIXES`)."""
     return isinstance(v, str) and v.lower().endswith(IMAGE_SUFFIXES)
 
 
-def _image_column(train, test, declared: str | None) -> str | None:
-    """The column of both tables whose values name image files (the declared one if given)."""
+def image_column(train, test, declared: str | None) -> str | None:
+    """The column of both tables whose first values all name image files, not URLs (the
+    declared one if given), or None."""
     if declared is not None:
         return declared
     for c in train.columns:
         if c not in test.columns:
             continue
         head = [v for v in train[c].head(SNIFF_VALUES) if v == v]  # drop NaN
-        if head and all(_is_image_name(v) for v in head):
+        if head and all(is_image_name(v) and "://" not in v for v in head):  # a URL is a table value
             return str(c)
     return None
 
@@ -238,14 +242,17 @@ def detect_media(data_dir: Path, train, test, *, declared: dict | None, tables: 
         where: The file named in errors.
 
     Returns:
-        The :class:`MediaSpec`, or None when no column names image files (a table task).
+        The :class:`MediaSpec`, or None when no column names image files, or when the column was
+        inferred and no folder or zip holds any of its training files (a table task whose column
+        holds file names: the caller says so).
 
     Raises:
-        MediaError: a named column or source is missing, a value leaves its source (``..``),
-            or some rows' files are missing (counted, the first five named).
+        MediaError: a declared column or source is missing, a value leaves its source (``..``),
+            the test files are nowhere while the training files were found, or some rows' files
+            are missing (counted, the first five named).
     """
     declared = dict(declared or {})
-    column = _image_column(train, test, declared.get("column"))
+    column = image_column(train, test, declared.get("column"))
     if column is None:
         return None
     for frame, split in ((train, "training"), (test, "test")):
@@ -273,7 +280,12 @@ def detect_media(data_dir: Path, train, test, *, declared: dict | None, tables: 
                                  f"(e.g. {values[0]!r}); fix files.{split} or the file names")
             sources[split] = found
         else:
-            sources[split] = _find_source(data_dir, split, values, tables, column, where)
+            try:
+                sources[split] = _find_source(data_dir, split, values, tables, column, where)
+            except MediaError:
+                if declared.get("column") is None and not sources:
+                    return None  # names that look like files, none of them here: a table column (the caller notes it)
+                raise
         with MediaFiles(data_dir, sources[split]) as files:
             missing = [v for v in values if not files.exists(v)]
         if missing:

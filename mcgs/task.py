@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mcgs.media import MediaError, MediaSpec, check_media, detect_media
+from mcgs.media import MediaError, MediaSpec, check_media, detect_media, image_column
 from mcgs.metrics import UnknownMetricError, get_metric
 
 __all__ = [
@@ -626,7 +626,7 @@ def _build_spec(
         sub_format = "probability"
     else:
         sub_format = "label"
-    media, extra = _media_files(data_dir, cfg, train, test, test_file, where)
+    media, extra = _media_files(data_dir, cfg, train, test, test_file, where, notes)
     validation = cfg.validation
     if media is not None and validation.kind is None:  # one network per candidate, not k: a holdout
         validation = validation.model_copy(update={"kind": "holdout"})
@@ -670,9 +670,10 @@ def _test_table(data_dir: Path, cfg: "_TaskYaml", train, sample, where: str):
     return test_file, _read_table(data_dir / test_file, "test"), []
 
 
-def _media_files(data_dir: Path, cfg: "_TaskYaml", train, test, test_file: str, where: str):
+def _media_files(data_dir: Path, cfg: "_TaskYaml", train, test, test_file: str, where: str, notes: list[str]):
     """``(media, extra_files)``: an image task's files, found and every one opened
-    (:mod:`mcgs.media`), or None; and the task's extra inputs, with the folders or zips of files.
+    (:mod:`mcgs.media`), or None (a column of file names whose files are not here is noted and
+    read as a table column); and the task's extra inputs, with the folders or zips of files.
 
     Raises:
         TaskError: files missing, unreadable or not found; ``files:`` set on a table task.
@@ -686,6 +687,13 @@ def _media_files(data_dir: Path, cfg: "_TaskYaml", train, test, test_file: str, 
         raise TaskError(str(exc)) from None
     if cfg.files is not None and media is None:
         raise TaskError(f"{where}: files: is set but no column of both tables names image files; set files.column to that column")
+    named = image_column(train, test, None) if media is None else None
+    if named is not None and test_file == cfg.sample_submission_file:
+        raise TaskError(f"{where}: there is no test table, and the images that {cfg.sample_submission_file}'s column {named!r} names "
+                        f"(e.g. {test[named].iloc[0]!r}) are in no folder or zip beside the tables; add them (test/ or test.zip)")
+    if named is not None:
+        notes.append(f"column {named!r} names image files (e.g. {train[named].iloc[0]!r}) but no folder or zip beside the tables holds "
+                     f"them: it is read as a table column; put the files in images/ (or set files: in task.yaml) for an image task")
     extra = _extra_files(data_dir, cfg, where)
     if media is not None:
         extra = sorted(set(extra) | {p for p in media.sources() if p != "."} | _top_folders(test, train, media))
@@ -700,11 +708,11 @@ def _test_table_from_sample(data_dir: Path, train, sample, cfg: "_TaskYaml", whe
     Raises:
         TaskError: the test file is missing and the task is not such an image task.
     """
-    from mcgs.media import _is_image_name
+    from mcgs.media import is_image_name
 
     first = cfg.id_column or sample.columns[0]
     head = sample[first].head(50).tolist() if first in sample.columns else []
-    if first in train.columns and head and all(_is_image_name(v) for v in head):
+    if first in train.columns and head and all(is_image_name(v) for v in head):
         return cfg.sample_submission_file
     raise TaskError(f"test file {data_dir / cfg.test_file} does not exist; add it or set its name in task.yaml")
 

@@ -140,12 +140,28 @@ def test_an_unreadable_image_is_named_with_the_reason(tmp_path):
     assert "train 'img_0003.png' (UnidentifiedImageError" in msg and "test 'img_0130.png'" in msg
 
 
-def test_files_nowhere_and_names_leaving_the_folder_are_refused(tmp_path):
+def test_file_names_whose_files_are_nowhere_are_a_table_column_with_a_note(tmp_path):
     folder = plain_image_task(tmp_path / "t")
     (folder / "images").rename(folder / ".hidden")
-    with pytest.raises(TaskError, match="no folder or zip archive in .* holds them; put the files in a folder"):
-        load_task(folder)
-    (folder / ".hidden").rename(folder / "images")
+    spec = load_task(folder)  # a column of logo file names in a table task is not an image task
+    assert spec.media is None
+    assert any("column 'image' names image files (e.g. 'img_0000.png') but no folder or zip" in n for n in spec.notes)
+    for name in ("train.csv", "test.csv", "sample_submission.csv"):  # URLs are table values, never files
+        df = pd.read_csv(folder / name)
+        df["image"] = "https://example.org/" + df["image"]
+        df.to_csv(folder / name, index=False)
+    assert load_task(folder).media is None and not load_task(folder).notes
+    data = mlebench_image_task(tmp_path / "m")
+    (data / "test.zip").unlink()  # the training images are there: the test ones are missing
+    with pytest.raises(TaskError, match="column 'id' of the test table names image files .* but no folder or zip archive"):
+        load_task(data)
+    (data / "train.zip").unlink()  # none at all, and no test table to read as one
+    with pytest.raises(TaskError, match="no test table, and the images that sample_submission.csv's column 'id' names"):
+        load_task(data)
+
+
+def test_names_leaving_the_folder_are_refused(tmp_path):
+    folder = plain_image_task(tmp_path / "t")
     df = pd.read_csv(folder / "train.csv")
     df.loc[3, "image"] = "../../etc/passwd.png"
     df.to_csv(folder / "train.csv", index=False)
