@@ -370,11 +370,9 @@ def test_the_llm_coder_is_told_the_modality_and_where_the_files_are(tmp_path):
     image task says it is one and where each table's files are, and the program the model
     writes (reading the zips in place) runs and is scored."""
     from fake_anthropic import FakeAnthropic, tool_reply
-    from mcgs.coders import CoderRequest
     from mcgs.coders.anthropic import AnthropicCoder
     from mcgs.coders.recipe import RecipeCoder
     from mcgs.llm import AnthropicClient
-    from mcgs.node import Operator
     from mcgs.search import create_search
     from mcgs.settings import LLMSettings, SearchSettings
 
