@@ -24,7 +24,10 @@ from mcgs.settings import SearchSettings
 FAKE_SMI = """#!/bin/sh
 case "$1" in
   --query-gpu=*) printf '0, NVIDIA H100 80GB HBM3, 81559\\n1, NVIDIA H100 80GB HBM3, 81559\\n' ;;
-  --query-compute-apps=*) printf '4242, 1536\\n4243, 512\\n999, 70000\\n' ;;
+  --query-compute-apps=*)
+    if [ -n "$FAKE_SMI_FIXED" ]; then printf '4242, 1536\\n4243, 512\\n999, 70000\\n'; exit 0; fi
+    # every running candidate program holds 1536 MiB of GPU memory
+    for pid in $(pgrep -f 'python.* solution.py'); do printf '%s, 1536\\n' "$pid"; done ;;
   *) exit 2 ;;
 esac
 """
@@ -47,7 +50,11 @@ def test_detection_reads_nvidia_smi_and_a_machine_without_it_has_no_gpu(fake_smi
     assert [(g.index, g.memory_mb) for g in gpus] == [(0, 81559), (1, 81559)]
     assert gpus[0].describe() == "GPU 0 (NVIDIA H100 80GB HBM3, 80 GiB)"
     assert detect_gpus(str(tmp_path / "no-such-nvidia-smi")) == []
-    assert gpu_memory_used_mb([4242, 4243]) == 2048.0  # the candidate's processes only
+    os.environ["FAKE_SMI_FIXED"] = "1"
+    try:
+        assert gpu_memory_used_mb([4242, 4243]) == 2048.0  # the candidate's processes only
+    finally:
+        del os.environ["FAKE_SMI_FIXED"]
 
 
 def test_the_gpus_setting(fake_smi):
@@ -128,9 +135,28 @@ def test_two_workers_never_share_a_gpu(fake_smi, tmp_path_factory, setting, expe
     assert overlapping  # two workers: candidates did run at the same time
     for i, j in overlapping:  # and two candidates running at once never held the same GPU
         assert seen[i] != seen[j] or seen[i] == "''", (i, j, seen)
+    for n, gpu in zip(nodes, seen):  # the node record says which GPU, and the GPU memory its processes held
+        assert n.gpu == (None if gpu == "''" else int(gpu.strip("'")))
+        assert (n.peak_gpu_mb is None) == (n.gpu is None) and (n.peak_gpu_mb is None or n.peak_gpu_mb >= 1536)
+        assert n.peak_rss_mb and n.peak_rss_mb > 30  # python with pandas and scikit-learn
+    view = search.snapshot(details=True)
+    from mcgs.status_view import status_view
+
+    text = _render(status_view(view))
+    if setting != "none":
+        held = max(n.peak_gpu_mb or 0 for n in nodes) / 1024
+        assert "ran on GPU" in text and f"the most GPU memory one held: {held:.1f} GiB" in text and held >= 1.5
 
 
 def test_a_gpu_index_the_machine_lacks_stops_the_run_before_it_starts(fake_smi, tmp_path):
     task = build_demo_task(tmp_path / "task")
     with pytest.raises(GpuSettingError, match="GPU 7 is not on this machine"):
         create_search(task, tmp_path / "run", settings=SearchSettings(time_budget_s=60, gpus="7"), coder=RecipeCoder())
+
+
+def _render(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(renderable)
+    return console.export_text()

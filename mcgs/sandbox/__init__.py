@@ -207,5 +207,5 @@ def run_program(
     outcome, error, traceback_tail = classify(returncode, stop_reason, stderr_tail, limits, runtime_s, detail, tmpfs_full)
     logger.info("%s: %s (returncode %s, %.2f s, peak RSS %s MB)%s", workspace, outcome.value, returncode, runtime_s,
                 None if peak_rss_mb is None else round(peak_rss_mb, 1), f": {error}" if error else "")
-    return ExecutionResult(outcome=outcome, returncode=returncode, runtime_s=runtime_s, stdout_tail=stdout_tail,
-                           stderr_tail=stderr_tail, error=error, traceback_tail=traceback_tail, peak_rss_mb=peak_rss_mb)
+    return ExecutionResult(outcome=outcome, returncode=returncode, runtime_s=runtime_s, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
+                           error=error, traceback_tail=traceback_tail, peak_rss_mb=peak_rss_mb, gpus=limits.gpus, peak_gpu_mb=runner.peak_gpu_mb)
