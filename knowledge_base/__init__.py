@@ -114,6 +114,8 @@ class Applicability(BaseModel):
             :func:`mcgs.profile.profile_task`).
         modalities: What the rows are: ``table`` (columns of values) and / or ``image`` (a
             file per row: the profile's ``modality``). Left out: tables only.
+        pretrained: A backbone whose weights the run has (the profile's ``pretrained_weights``,
+            from the ``weights_dir`` setting).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -135,6 +137,7 @@ class Applicability(BaseModel):
     has_train_only_columns: bool | None = None
     min_key_columns: int | None = None
     modalities: list[Literal["table", "image"]] = Field(default_factory=lambda: ["table"])
+    pretrained: str | None = None
 
     def failed(self, profile: dict[str, Any]) -> list[str]:
         """Names of the conditions that do not hold for ``profile`` (empty: the entry applies)."""
@@ -158,6 +161,7 @@ class Applicability(BaseModel):
             "has_train_only_columns": self.has_train_only_columns is None or bool(p.get("train_only_columns")) == self.has_train_only_columns,
             "min_key_columns": self.min_key_columns is None or p.get("n_key_columns", 0) >= self.min_key_columns,
             "modalities": p.get("modality", "table") in self.modalities,
+            "pretrained": self.pretrained is None or self.pretrained in p.get("pretrained_weights", ()),
         }
         return [k for k, ok in checks.items() if not ok]
 

@@ -37,6 +37,8 @@ __all__ = [
     "make_folds",
     "prepare_run_input",
     "prepare_workspace",
+    "pretrained_weights",
+    "WEIGHT_FILES",
 ]
 
 CONTRACT_VERSION = "1.3"
@@ -294,11 +296,33 @@ def constant_program(value: float = 0.5) -> str:
     return _CONSTANT_PROGRAM.replace("VALUE", repr(float(value)))
 
 
-def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
+#: Pretrained weights a program may load, by backbone: the file names accepted in the
+#: ``weights_dir`` setting's folder (torchvision's release file names and a plain one).
+WEIGHT_FILES = {"resnet18": ("resnet18.pth", "resnet18-f37072fd.pth")}
+#: Where they are in ``input/`` (read-only like the rest of it).
+WEIGHTS_FOLDER = "weights"
+
+
+def pretrained_weights(weights_dir: Path | None) -> dict[str, Path]:
+    """The known backbones whose weights are in ``weights_dir`` (:data:`WEIGHT_FILES`), by
+    name; empty without a folder. Nothing is ever downloaded."""
+    if weights_dir is None:
+        return {}
+    found = {}
+    for name, files in WEIGHT_FILES.items():
+        path = next((Path(weights_dir) / f for f in files if (Path(weights_dir) / f).is_file()), None)
+        if path is not None:
+            found[name] = path
+    return found
+
+
+def prepare_run_input(spec: TaskSpec, run_dir: Path, weights_dir: Path | None = None) -> Path:
     """Write the run's shared, read-only ``input/`` folder once (idempotent).
 
     Copies the public files (never anything else from the task folder: held-out answers stay
-    out), writes ``task.json`` and ``folds.csv``, and removes write permission.
+    out), the known pretrained weights found in ``weights_dir`` into ``input/weights/<name>.pth``
+    (:func:`pretrained_weights`), writes ``task.json`` and ``folds.csv``, and removes write
+    permission.
 
     Returns:
         The path of ``RUN_DIR/input``.
@@ -328,6 +352,9 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
             shutil.copytree(src, tmp / name, copy_function=shutil.copyfile)
         else:
             shutil.copyfile(src, tmp / name)
+    for name, path in pretrained_weights(weights_dir).items():
+        (tmp / WEIGHTS_FOLDER).mkdir(exist_ok=True)
+        shutil.copyfile(path, tmp / WEIGHTS_FOLDER / f"{name}.pth")
     train = read_table(spec.train_path)
     try:
         folds = make_folds(spec, train)

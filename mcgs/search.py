@@ -124,7 +124,7 @@ class Search:
             if not (self.input_dir / "task.json").is_file():
                 raise RunError(f"{self.input_dir} is missing or incomplete: the run's copy of its task is gone; restore it from a copy of the run")
         else:
-            self.input_dir = prepare_run_input(task, run_dir)
+            self.input_dir = prepare_run_input(task, run_dir, settings.weights_dir)
         self.profile = load_profile(task, run_dir, self.input_dir, read_only)
         self._labels: TaskLabels | None = None
         self.rng = random.Random(f"mcgs-{settings.seed}-{run.id}")  # the policy's draws
@@ -500,6 +500,8 @@ def load_profile(task: TaskSpec, run_dir: Path, input_dir: Path, read_only: bool
     if read_only:
         return profile_task(task.model_copy(update={"data_dir": input_dir}))
     prof = profile_task(task)
+    if (input_dir / "weights").is_dir():  # the pretrained backbones a program may load (a setting, not the data)
+        prof["pretrained_weights"] = sorted(p.stem for p in (input_dir / "weights").glob("*.pth"))
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may open a new run at once
     tmp.write_text(json.dumps(prof, indent=2))
     os.replace(tmp, path)

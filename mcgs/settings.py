@@ -217,6 +217,10 @@ class SearchSettings(BaseSettings):
             CPU only) or indices (``0,1``). Each running candidate gets a GPU of its own while
             one is free (``CUDA_VISIBLE_DEVICES``; :mod:`mcgs.gpus`), else none and the CPU.
         candidates_per_gpu: Candidates that may hold one GPU at once (1: none share).
+        weights_dir: A folder of pretrained network weights (``resnet18.pth``, or torchvision's
+            ``resnet18-f37072fd.pth``) copied into each run's ``input/weights/``; the recipe
+            coder fine-tunes a pretrained backbone on image tasks only when they are there.
+            Nothing is downloaded.
         num_drafts: Draft children of the root. 5 in AIDE (``search.num_drafts``) and ML-Master
             (``utils/config_mcts.yaml``).
         num_debug_children: Debug children per buggy node at a time. 1 in ML-Master (``num_bugs``).
@@ -366,6 +370,7 @@ class SearchSettings(BaseSettings):
     workers: int = Field(1, ge=1)
     gpus: str = "auto"
     candidates_per_gpu: int = Field(1, ge=1)
+    weights_dir: Path | None = None
     num_drafts: int = Field(5, ge=1)
     num_debug_children: int = Field(1, ge=1)
     num_improve_children: int = Field(3, ge=1)
@@ -421,6 +426,13 @@ class SearchSettings(BaseSettings):
         """Time limit of one candidate before the remaining budget is considered, seconds:
         ``min(per_run_timeout_s, node_timeout_share * time_budget_s)``."""
         return min(self.per_run_timeout_s, self.node_timeout_share * self.time_budget_s)
+
+    @field_validator("weights_dir")
+    @classmethod
+    def _weights_dir(cls, v: Path | None) -> Path | None:
+        if v is not None and not Path(v).is_dir():
+            raise ValueError(f"weights_dir {str(v)!r} is not a folder; give the folder holding the weight files (e.g. resnet18.pth)")
+        return None if v is None else Path(v).resolve()
 
     @field_validator("gpus")
     @classmethod

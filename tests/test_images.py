@@ -390,3 +390,73 @@ def test_the_llm_coder_is_told_the_modality_and_where_the_files_are(tmp_path):
     assert "Pillow, torch" in prefix and "MCGS_TIME_LIMIT_S" in prefix
     node = [n for n in search.nodes() if n.parent_id is not None][0]
     assert node.is_valid and 0.8 < node.score < 1.0, node.error
+
+
+def _resnet18_state_dict():
+    """A state_dict with torchvision's ResNet-18 names and shapes (random weights: a stand-in for
+    resnet18-f37072fd.pth, which a test may not download)."""
+    import torch
+
+    sd, g = {}, torch.Generator().manual_seed(0)
+
+    def conv(name, c_out, c_in, k):
+        sd[f"{name}.weight"] = torch.randn(c_out, c_in, k, k, generator=g) * (2 / (c_in * k * k)) ** 0.5
+
+    def bn(name, c):
+        sd.update({f"{name}.weight": torch.ones(c), f"{name}.bias": torch.zeros(c), f"{name}.running_mean": torch.zeros(c),
+                   f"{name}.running_var": torch.ones(c), f"{name}.num_batches_tracked": torch.tensor(0)})
+
+    conv("conv1", 64, 3, 7)
+    bn("bn1", 64)
+    c_in = 64
+    for i, c in enumerate((64, 128, 256, 512), start=1):
+        for b in range(2):
+            pre = f"layer{i}.{b}"
+            conv(f"{pre}.conv1", c, c_in if b == 0 else c, 3)
+            bn(f"{pre}.bn1", c)
+            conv(f"{pre}.conv2", c, c, 3)
+            bn(f"{pre}.bn2", c)
+            if b == 0 and c != c_in:
+                conv(f"{pre}.downsample.0", c, c_in, 1)
+                bn(f"{pre}.downsample.1", c)
+        c_in = c
+    sd.update({"fc.weight": torch.zeros(1000, 512), "fc.bias": torch.zeros(1000)})
+    return sd
+
+
+def test_a_pretrained_backbone_is_drafted_first_only_when_its_weights_are_at_hand(tmp_path):
+    torch = pytest.importorskip("torch")
+    from mcgs.coders.recipe import RecipeCoder
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    spec = load_task(plain_image_task(tmp_path / "t", n_train=200, n_test=40))
+    base = dict(time_budget_s=600, max_nodes=1, seed=0, plan_candidates=0, ensemble=False, cpu_threads=1)
+    without = create_search(spec, tmp_path / "run0", settings=SearchSettings(**base), coder=RecipeCoder())
+    assert "pretrained_weights" not in without.profile  # no weights: never drafted, never downloaded
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    torch.save(_resnet18_state_dict(), weights / "resnet18-f37072fd.pth")
+    with pytest.raises(ValueError, match="weights_dir '.*nowhere' is not a folder"):
+        SearchSettings(weights_dir=tmp_path / "nowhere")
+    search = create_search(spec, tmp_path / "run", settings=SearchSettings(**base, weights_dir=weights),
+                           coder=RecipeCoder(models=("model.image_pretrained_resnet",)))
+    assert search.profile["pretrained_weights"] == ["resnet18"]
+    assert (tmp_path / "run" / "input" / "weights" / "resnet18.pth").is_file()
+    from mcgs.coders.recipe_config import default_config, render_program
+
+    config = default_config("model.image_pretrained_resnet", search.profile) | {"seed": 0}
+    config["params"].update(epochs=2, input_size=32)
+    code, ids = render_program(config, title="t", plan="p", profile=search.profile)
+    ws = prepare_workspace(search.input_dir, tmp_path / "ws", code)
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 of 2 epochs" in r.stdout and "model.image_pretrained_resnet" in ids
+    ev = evaluate_workspace(TaskLabels.load(spec, search.input_dir / "folds.csv"), ws)
+    assert ev.test_pred.shape == (40, 1)
+    (weights / "resnet18-f37072fd.pth").write_bytes(b"not a checkpoint")
+    bad = create_search(spec, tmp_path / "run2", settings=SearchSettings(**base, weights_dir=weights), coder=RecipeCoder())
+    ws = prepare_workspace(bad.input_dir, tmp_path / "ws2", code)
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode != 0  # a damaged file fails the node (Debug moves on), never a download
