@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test demo test docs clean autogluon-env
+.PHONY: install install-test install-vision demo test docs clean autogluon-env
 
 # Debian and Ubuntu ship venv's pip installer (ensurepip) in a separate package, python3-venv,
 # that a machine with python3 and pip need not have: then the environment is created without
@@ -29,13 +29,26 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+# PyTorch's CPU build for image tasks' networks (the `vision` extra): from the package registry
+# when it carries the +cpu build, else from PyTorch's own CPU index; PyPI's plain `torch` is a
+# CUDA build of several GB. On a GPU machine install the CUDA build yourself instead.
+TORCH_CPU ?= torch==2.13.0+cpu
+$(VENV)/.installed-torch: | $(BIN)/python
+	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_CPU)" || \
+	    $(BIN)/python -m pip install --quiet --index-url https://download.pytorch.org/whl/cpu "$(TORCH_CPU)"
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-torch | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
+
+## The `vision` extra: image tasks' networks (PyTorch, CPU build).
+install-vision: $(VENV)/.installed $(VENV)/.installed-torch
+	$(BIN)/python -m pip install --quiet -e ".[vision]"
 
 ## Build the bundled demo task and search it for 2 minutes.
 demo: install

@@ -68,6 +68,12 @@ class Recipe(BaseModel):
             loss (``linear``: ridge, lasso / elastic net, logistic regression). Draft gives
             every family one draft before it spends a second draft on a family, so the drafts
             differ in kind (DESIGN §5). None = the entry is a family of its own.
+        base: The program skeleton the model block is rendered into: ``solution.py.j2`` (a
+            feature table, k-fold OOF predictions) or ``image_solution.py.j2`` (a network
+            trained on the images themselves).
+        requires: Modules the program imports beyond the engine's own dependencies (``torch``
+            for a network: the ``vision`` extra); the recipe coder drafts the entry only where
+            they are installed.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -84,6 +90,8 @@ class Recipe(BaseModel):
     interpretable: bool = False
     seeded: bool = True
     family: str | None = None
+    base: str = "solution.py.j2"
+    requires: list[str] = Field(default_factory=list)
 
 
 class Applicability(BaseModel):
@@ -104,6 +112,10 @@ class Applicability(BaseModel):
         has_train_only_columns: The training table has columns the test table lacks.
         min_key_columns: Key columns (many levels, most repeated: ``key_columns`` of
             :func:`mcgs.profile.profile_task`).
+        modalities: What the rows are: ``table`` (columns of values) and / or ``image`` (a
+            file per row: the profile's ``modality``). Left out: tables only.
+        pretrained: A backbone whose weights the run has (the profile's ``pretrained_weights``,
+            from the ``weights_dir`` setting).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -124,6 +136,8 @@ class Applicability(BaseModel):
     min_target_skew: float | None = None
     has_train_only_columns: bool | None = None
     min_key_columns: int | None = None
+    modalities: list[Literal["table", "image"]] = Field(default_factory=lambda: ["table"])
+    pretrained: str | None = None
 
     def failed(self, profile: dict[str, Any]) -> list[str]:
         """Names of the conditions that do not hold for ``profile`` (empty: the entry applies)."""
@@ -146,6 +160,8 @@ class Applicability(BaseModel):
             "min_target_skew": self.min_target_skew is None or (p.get("target_skew") is not None and p["target_skew"] >= self.min_target_skew),
             "has_train_only_columns": self.has_train_only_columns is None or bool(p.get("train_only_columns")) == self.has_train_only_columns,
             "min_key_columns": self.min_key_columns is None or p.get("n_key_columns", 0) >= self.min_key_columns,
+            "modalities": p.get("modality", "table") in self.modalities,
+            "pretrained": self.pretrained is None or self.pretrained in p.get("pretrained_weights", ()),
         }
         return [k for k, ok in checks.items() if not ok]
 

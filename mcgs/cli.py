@@ -306,6 +306,8 @@ def run(
     cpu_threads: Optional[int] = typer.Option(
         None, min=1, show_default=str(setting_default("cpu_threads")), help="Threads all running candidates may use together (cores to give the search)."
     ),
+    gpus: Optional[str] = typer.Option(None, show_default=setting_default("gpus"), help="GPUs candidates may use: auto (every GPU nvidia-smi lists), none (CPU only) or indices such as 0,1; each running candidate gets one of its own."),
+    weights_dir: Optional[Path] = typer.Option(None, help="Folder of pretrained weights (resnet18.pth) for image tasks' networks; nothing is downloaded."),
     plans: Optional[int] = typer.Option(
         None, min=0, show_default=str(setting_default("plan_candidates")), help="Draft plans screened on a row subsample before the first draft; the best are drafted first (0 = off)."
     ),
@@ -347,6 +349,8 @@ def run(
             "memory_mb": memory_mb,
             "workers": workers,
             "cpu_threads": cpu_threads,
+            "gpus": gpus,
+            "weights_dir": weights_dir,
             "policy": None if policy is None else _choice("--policy", policy, setting_choices("policy")),
             "plan_candidates": plans,
             "coder": None if coder is None else _choice("--coder", coder, setting_choices("coder")),

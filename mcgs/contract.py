@@ -37,9 +37,11 @@ __all__ = [
     "make_folds",
     "prepare_run_input",
     "prepare_workspace",
+    "pretrained_weights",
+    "WEIGHT_FILES",
 ]
 
-CONTRACT_VERSION = "1.2"
+CONTRACT_VERSION = "1.3"
 OOF_PATH = "working/oof.csv"
 TEST_PRED_PATH = "working/test_pred.csv"
 SUBMISSION_PATH = "submission/submission.csv"
@@ -51,6 +53,27 @@ class FileInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str
     format: Literal["csv", "json"] = "csv"
+
+
+class MediaSourceInfo(BaseModel):
+    """Where one table's files are: the file of a row whose file column holds ``v`` is
+    ``os.path.join(source, prefix + v)`` for a folder, member ``prefix + v`` of the zip
+    ``source`` for an archive."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    prefix: str = ""
+    archive: bool = False
+
+
+class MediaInfo(BaseModel):
+    """The files of a task made of files (added in 1.3)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    column: str
+    train: MediaSourceInfo
+    test: MediaSourceInfo
 
 
 class ValidationInfo(BaseModel):
@@ -93,6 +116,9 @@ class TaskJson(BaseModel):
             columns), to be read as text so they are written back as written (``00301``);
             added in 1.2.
         extra_files: Extra input files or folders, as paths relative to the workspace.
+        media: For a task made of files (an image per row): the column naming each row's file
+            and where the training and test rows' files are (:class:`MediaInfo`); None for a
+            table task. Added in 1.3.
         validation: Fold scheme and rule.
         outputs: Required output paths.
     """
@@ -116,6 +142,7 @@ class TaskJson(BaseModel):
     echo_columns: list[str] = []
     text_columns: list[str] = []
     extra_files: list[str] = []
+    media: MediaInfo | None = None
     validation: ValidationInfo
     outputs: OutputsInfo = OutputsInfo()
 
@@ -133,6 +160,26 @@ def _format(name: str) -> str:
     return "json" if name.lower().endswith((".json", ".jsonl")) else "csv"
 
 
+#: The test table written into ``input/`` for a task that has none (its rows are the sample
+#: submission's ids: :attr:`mcgs.task.TaskSpec.test_path`).
+DERIVED_TEST = "test.csv"
+
+
+def test_table_name(spec: TaskSpec) -> str:
+    """The test table's name inside ``input/``: the task's own, or :data:`DERIVED_TEST` (the
+    sample submission's id column) when the task's test rows are the sample submission's."""
+    return DERIVED_TEST if spec.test_file == spec.sample_submission_file else spec.test_file
+
+
+def _media_info(spec: TaskSpec) -> MediaInfo | None:
+    m = spec.media
+    if m is None:
+        return None
+    src = {split: MediaSourceInfo(source="input" if s.path == "." else f"input/{s.path}", prefix=s.prefix, archive=s.is_zip)
+           for split, s in (("train", m.train), ("test", m.test))}
+    return MediaInfo(kind=m.kind, column=m.column, **src)
+
+
 def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
     """Build the ``input/task.json`` document for a task.
 
@@ -148,7 +195,7 @@ def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
         higher_is_better=spec.higher_is_better,
         files={
             "train": FileInfo(path=f"input/{spec.train_file}", format=_format(spec.train_file)),
-            "test": FileInfo(path=f"input/{spec.test_file}", format=_format(spec.test_file)),
+            "test": FileInfo(path=f"input/{test_table_name(spec)}", format=_format(test_table_name(spec))),
             "sample_submission": FileInfo(path=f"input/{spec.sample_submission_file}"),
         },
         echo_columns=spec.echo_columns,
@@ -161,6 +208,7 @@ def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
         submission_format=spec.submission_format,
         class_labels=spec.class_labels,
         positive_class=spec.positive_class,
+        media=_media_info(spec),
         validation=ValidationInfo(kind=spec.validation.kind or "kfold", n_splits=spec.validation.n_splits, rule=_RULES[spec.validation.kind or "kfold"]),
     )
 
@@ -248,11 +296,33 @@ def constant_program(value: float = 0.5) -> str:
     return _CONSTANT_PROGRAM.replace("VALUE", repr(float(value)))
 
 
-def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
+#: Pretrained weights a program may load, by backbone: the file names accepted in the
+#: ``weights_dir`` setting's folder (torchvision's release file names and a plain one).
+WEIGHT_FILES = {"resnet18": ("resnet18.pth", "resnet18-f37072fd.pth")}
+#: Where they are in ``input/`` (read-only like the rest of it).
+WEIGHTS_FOLDER = "weights"
+
+
+def pretrained_weights(weights_dir: Path | None) -> dict[str, Path]:
+    """The known backbones whose weights are in ``weights_dir`` (:data:`WEIGHT_FILES`), by
+    name; empty without a folder. Nothing is ever downloaded."""
+    if weights_dir is None:
+        return {}
+    found = {}
+    for name, files in WEIGHT_FILES.items():
+        path = next((Path(weights_dir) / f for f in files if (Path(weights_dir) / f).is_file()), None)
+        if path is not None:
+            found[name] = path
+    return found
+
+
+def prepare_run_input(spec: TaskSpec, run_dir: Path, weights_dir: Path | None = None) -> Path:
     """Write the run's shared, read-only ``input/`` folder once (idempotent).
 
     Copies the public files (never anything else from the task folder: held-out answers stay
-    out), writes ``task.json`` and ``folds.csv``, and removes write permission.
+    out), the known pretrained weights found in ``weights_dir`` into ``input/weights/<name>.pth``
+    (:func:`pretrained_weights`), writes ``task.json`` and ``folds.csv``, and removes write
+    permission.
 
     Returns:
         The path of ``RUN_DIR/input``.
@@ -268,6 +338,11 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
     tmp.mkdir(parents=True)
     for name in (spec.train_file, spec.test_file, spec.sample_submission_file):
         shutil.copyfile(spec.data_dir / name, tmp / name)
+    if spec.test_file == spec.sample_submission_file:  # no test table: the sample's ids, without its prediction columns
+        import pandas as pd
+
+        ids = pd.read_csv(spec.sample_submission_path, usecols=[spec.id_column], dtype=str, keep_default_na=False)
+        ids.to_csv(tmp / DERIVED_TEST, index=False)
     desc = spec.data_dir / "description.md"
     if desc.is_file():
         shutil.copyfile(desc, tmp / "description.md")
@@ -277,6 +352,9 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path) -> Path:
             shutil.copytree(src, tmp / name, copy_function=shutil.copyfile)
         else:
             shutil.copyfile(src, tmp / name)
+    for name, path in pretrained_weights(weights_dir).items():
+        (tmp / WEIGHTS_FOLDER).mkdir(exist_ok=True)
+        shutil.copyfile(path, tmp / WEIGHTS_FOLDER / f"{name}.pth")
     train = read_table(spec.train_path)
     try:
         folds = make_folds(spec, train)

@@ -71,6 +71,14 @@ TEXT_CONTENT_COLUMNS = 232
 #: :mod:`mcgs.coders.recipe_config`): the median ratio of run times less the overhead on the
 #: suite's tasks (docs/results/fold_refit.md: LightGBM 17 tasks, CatBoost 12).
 REFIT_WORK = {"model.lightgbm": 1.7, "model.catboost": 2.0}
+#: Columns of the ``image_features`` block (``knowledge_base/recipes/fe_image_features.py.j2``).
+IMAGE_FEATURE_COLUMNS = 223
+#: Seconds to read one image, and per megapixel of it (decoding, converting, resizing).
+IMAGE_READ_S = 0.0005
+IMAGE_READ_S_PER_MPX = 0.05
+#: An image network's seconds per thousand training images of 32 x 32 pixels at its entry's
+#: default width and epochs, per unit of the entry's ``relative_cost``.
+NETWORK_UNIT_S = 3.0
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -116,11 +124,13 @@ class CostModel:
         Raises:
             KeyError: the config's model is not a knowledge entry.
         """
-        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS
+        from mcgs.coders.recipe_config import BOOSTED_TREES, COST_PARAMS, TABLE_BASE
         from mcgs.knowledge_base import get_entry
 
         entry = get_entry(config["model"])
         p = self.profile
+        if entry.recipe is not None and entry.recipe.base != TABLE_BASE:
+            return self._network_prior_s(entry, config, fidelity)
         n = max(1.0, (p.get("n_train") or 1) * fidelity)
         rows = (n / 5000.0) ** ROW_EXPONENT.get(entry.id, 1.0)
         n_features = max(1, p.get("n_features") or 1)
@@ -136,7 +146,39 @@ class CostModel:
         seeds = float(config.get("n_seeds", 1))
         relative = entry.recipe.relative_cost if entry.recipe else 1.0
         refit = REFIT_WORK.get(entry.id, 1.0)
-        return OVERHEAD_S + UNIT_S * relative * rows * features * rounds * refit * classes * seeds * self.folds
+        if config.get("features", {}).get("image_features") and p.get("media"):
+            n_features = IMAGE_FEATURE_COLUMNS
+            features = max(0.5, math.sqrt(n_features / 20.0))
+        return (OVERHEAD_S + self._image_read_s(fidelity) + UNIT_S * relative * rows * features * rounds * refit * classes * seeds
+                * self.folds)
+
+    def _image_read_s(self, fidelity: float) -> float:
+        """Seconds an image task's program spends reading (decoding, resizing) its images: per
+        image :data:`IMAGE_READ_S` plus :data:`IMAGE_READ_S_PER_MPX` per megapixel. 0 for a table."""
+        media = self.profile.get("media")
+        if not media:
+            return 0.0
+        n = (self.profile.get("n_train") or 0) * fidelity + (self.profile.get("n_test") or 0)
+        w, h = (int(v) for v in next(iter(media.get("sizes") or {}), "32x32").split("x"))
+        return n * (IMAGE_READ_S + IMAGE_READ_S_PER_MPX * w * h / 1e6)
+
+    def _network_prior_s(self, entry, config: dict[str, Any], fidelity: float) -> float:
+        """The prior of an image network's program: reading the images, then
+        ``NETWORK_UNIT_S * relative_cost`` per thousand training images of 32 x 32 pixels at the
+        entry's default width and epochs, growing with the pixels (at most the program's resize
+        size), the width squared (a convolution's work), the epochs, the seeds and the folds."""
+        from mcgs.coders.recipe_config import MAX_IMAGE_SIZE
+
+        p = self.profile
+        media = p.get("media") or {}
+        side = max((int(v) for v in next(iter(media.get("sizes") or {}), "32x32").split("x")), default=32)
+        side = min(side, MAX_IMAGE_SIZE)
+        params, defaults = config.get("params", {}), entry.recipe.params
+        width = float(params.get("width", defaults.get("width", 16))) / float(defaults.get("width", 16) or 16)
+        epochs = float(params.get("epochs", defaults.get("epochs", 1))) / float(defaults.get("epochs", 1) or 1)
+        n = max(1.0, (p.get("n_train") or 1) * fidelity) / 1000.0
+        work = NETWORK_UNIT_S * entry.recipe.relative_cost * n * (side * side / 1024.0) * width**2 * epochs
+        return OVERHEAD_S + self._image_read_s(fidelity) + work * float(config.get("n_seeds", 1)) * self.folds
 
     def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
         """Learn from a finished node: its config, its fidelity and its run time, seconds (> 0)."""

@@ -229,8 +229,12 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
     # a limit below the node's own is the end of the run's budget: a program still running
     # then is cancelled (no verdict), not timed out
     cut = timeout if timeout < own - 1e-6 else None
-    result = run_program(ws, "solution.py", search.sandbox_limits(own), extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event,
-                         cancel_after_s=cut)
+    gpu = search.gpu_pool.acquire(node.id)  # a GPU of its own while one is free, else the CPU
+    try:
+        limits = dataclasses.replace(search.sandbox_limits(own), gpus=(gpu.index,) if gpu else ())
+        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event, cancel_after_s=cut)
+    finally:
+        search.gpu_pool.release(node.id)
     if search.stop_requested:  # stopped by the user: no verdict on the program
         raise KeyboardInterrupt("stop requested")
     if result.outcome is Outcome.TIMEOUT and predicted is not None:

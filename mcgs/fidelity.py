@@ -186,7 +186,7 @@ class FidelityData:
         else:
             task = self.search.task
             spec = build_fidelity_task(task, folder / "task", fidelity, self.search.settings.seed)
-            prepare_run_input(spec, folder)
+            prepare_run_input(spec, folder, self.search.settings.weights_dir)
             tmp = folder / "ready.tmp"
             tmp.write_text(spec.model_dump_json())
             os.replace(tmp, ready)

@@ -142,6 +142,10 @@ class FrozenNode:
         fidelity: Share of the training rows the program saw, in (0, 1]; 1 is full fidelity
             (the data and fold scheme the final choice uses). Scores are compared only between
             nodes of one fidelity (:mod:`mcgs.fidelity`).
+        peak_rss_mb: The program's largest resident memory, MiB (None: not measured).
+        gpu: Index of the GPU it was handed (None: it ran on the CPU).
+        peak_gpu_mb: The most GPU memory its processes held, MiB (nvidia-smi, sampled every
+            few seconds; None without a GPU).
     """
 
     id: int
@@ -168,6 +172,9 @@ class FrozenNode:
     attempts: int = 0
     role: NodeRole = NodeRole.CANDIDATE
     fidelity: float = 1.0
+    peak_rss_mb: float | None = None
+    gpu: int | None = None
+    peak_gpu_mb: float | None = None
 
     @property
     def is_valid(self) -> bool:

@@ -161,6 +161,19 @@ def _leakage(train, feats: list[str], kinds: dict[str, str], spec: TaskSpec, tra
     return out
 
 
+#: Words of a task's description that say its images are seen from above or through a
+#: microscope, where no side is up (knowledge entry data.image_augmentation).
+ORIENTATION_FREE_WORDS = re.compile(
+    r"\b(aerial|satellite|overhead|drone|top-down|bird's-eye|remote sensing|microscop\w*|histolog\w*|histopatholog\w*|"
+    r"patholog\w*|tissue|cells?|slides?|galax\w*|telescope)\b", re.IGNORECASE)
+
+
+def orientation_free(description: str) -> bool:
+    """Whether a task's description says its images have no upright orientation (overhead or
+    microscope views: :data:`ORIENTATION_FREE_WORDS`), so flips and quarter turns keep labels."""
+    return bool(ORIENTATION_FREE_WORDS.search(description or ""))
+
+
 def profile_task(spec: TaskSpec) -> dict[str, Any]:
     """Profile a task's public training and test tables.
 
@@ -183,14 +196,19 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
           (regression; first target);
         * ``drift`` {column: statistic} and ``drifted_columns`` (statistic above
           :data:`DRIFT_THRESHOLD`, or above the KS critical value for small tables);
-        * ``train_only_columns`` (never features) and ``leakage`` [{column, reason}].
+        * ``train_only_columns`` (never features) and ``leakage`` [{column, reason}];
+        * ``modality`` (``table`` or ``image``) and, for an image task, ``media``: the files'
+          count, formats, modes, channels, sizes and sampled pixel statistics
+          (:func:`mcgs.media.describe_media`) and ``orientation_free`` (:func:`orientation_free`);
+          the column naming the files is not a feature.
     """
     train = read_table(spec.train_path)
     test = read_table(spec.test_path)
     # the id is not a feature, unless it is a timestamp (bike-sharing's datetime): then its
     # calendar parts are
     id_is_time = spec.id_column in train.columns and is_datetime_column(train[spec.id_column])
-    feats = [c for c in train.columns if c not in spec.target_columns and (c != spec.id_column or id_is_time)]
+    feats = [c for c in train.columns if c not in spec.target_columns and (c != spec.id_column or id_is_time)
+             and not (spec.media is not None and c == spec.media.column)]
     train_only = [c for c in feats if c not in test.columns]
     feats = [c for c in feats if c in test.columns]
     kinds = {c: _kind(train[c], len(train)) for c in feats}
@@ -227,9 +245,21 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "train_only_columns": train_only,
         "leakage": _leakage(train, feats, kinds, spec, train_only),
         "constraints": spec.constraints.model_dump(),
+        "modality": "table" if spec.media is None else spec.media.kind,
     }
+    if spec.media is not None:
+        out["media"] = _media_profile(spec, train, test)
     out.update(_target_profile(spec, train))
     return out
+
+
+def _media_profile(spec: TaskSpec, train, test) -> dict[str, Any]:
+    """An image task's ``media`` entry: :func:`mcgs.media.describe_media` and :func:`orientation_free`."""
+    from mcgs.media import describe_media
+
+    col = spec.media.column
+    out = describe_media(spec.data_dir, spec.media, train[col].astype(str).tolist(), test[col].astype(str).tolist())
+    return out | {"orientation_free": orientation_free(spec.description)}
 
 
 def _target_profile(spec: TaskSpec, train) -> dict[str, Any]:

@@ -240,6 +240,21 @@ def _find_file(data_dir: Path, stem: str) -> str | None:
     return None
 
 
+def _names_image_files(data_dir: Path, sample_file: str | None) -> bool:
+    """Whether the sample submission's first column names image files (``0004be2c.jpg``)."""
+    import pandas as pd
+
+    from mcgs.media import IMAGE_SUFFIXES
+
+    if sample_file is None or not sample_file.endswith(".csv"):
+        return False
+    try:
+        head = pd.read_csv(data_dir / sample_file, nrows=20, dtype=str).iloc[:, 0]
+    except Exception:  # unreadable: the usual checks report it
+        return False
+    return len(head) > 0 and all(str(v).lower().endswith(IMAGE_SUFFIXES) for v in head)
+
+
 def _header(path: Path) -> list[str]:
     """Column names of a table without reading it all."""
     import pandas as pd
@@ -302,19 +317,24 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         problems.append(RequestProblem("data", f"{data_dir} is not a folder", "pass --data FOLDER holding train.csv and test.csv"))
         return out
     req.train_file, req.test_file = _find_file(data_dir, "train"), _find_file(data_dir, "test")
+    req.sample_submission_file = _find_file(data_dir, "sample_submission")
+    image_ids = req.test_file is None and req.train_file is not None and _names_image_files(data_dir, req.sample_submission_file)
     for role, name in (("train_file", req.train_file), ("test_file", req.test_file)):
-        if name is None:
+        if name is None and not (role == "test_file" and image_ids):
             stem = role.split("_")[0]
             problems.append(RequestProblem(role, f"no {stem}.csv or {stem}.json in {data_dir}", f"put the {stem} table in {data_dir} as {stem}.csv"))
     if problems:
         return out
-    req.sample_submission_file = _find_file(data_dir, "sample_submission")
     description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
     out.description = description or prompt
     try:
         train_cols = _header(data_dir / req.train_file)
-        test_cols = _header(data_dir / req.test_file)
         sample_cols = _header(data_dir / req.sample_submission_file) if req.sample_submission_file else None
+        if image_ids:  # MLE-bench's image layout: the test rows are the sample submission's image ids
+            test_cols = sample_cols[:1]
+            out.notes.append(f"no test table: the test rows are the images {req.sample_submission_file} names ({sample_cols[0]})")
+        else:
+            test_cols = _header(data_dir / req.test_file)
     except Exception as exc:  # pandas and the JSON reader raise many kinds
         problems.append(RequestProblem(
             "data", f"a table in {data_dir} cannot be read as CSV or JSON ({type(exc).__name__}: {str(exc)[:120]})",
@@ -560,7 +580,10 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
     req = parsed.request
     data_dir, dest = Path(data_dir).resolve(), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    for name in (req.train_file, req.test_file, req.sample_submission_file):
+    from mcgs.media import is_file_source
+
+    sources = [p.name for p in sorted(data_dir.iterdir()) if is_file_source(p)]  # an image task's folders and zips
+    for name in (req.train_file, req.test_file, req.sample_submission_file, *sources):
         if name:
             link = dest / name
             if link.is_symlink() or link.exists():  # a link from an earlier attempt may point elsewhere
@@ -574,7 +597,9 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
             frame[t] = 0
         sample = "sample_submission.csv"
         frame.to_csv(dest / sample, index=False)
-    cfg: dict = {"name": data_dir.name, "metric": req.metric, "target": req.target, "train_file": req.train_file, "test_file": req.test_file, "sample_submission_file": sample}
+    cfg: dict = {"name": data_dir.name, "metric": req.metric, "target": req.target, "train_file": req.train_file, "sample_submission_file": sample}
+    if req.test_file:  # none: the test rows are the sample submission's image ids
+        cfg["test_file"] = req.test_file
     if req.id_column:
         cfg["id_column"] = req.id_column
     else:

@@ -311,6 +311,9 @@ class PlanQueue:
             return
         if k <= 0 or drafted > 0:
             return
+        if search.task.media is not None:  # a handful of plans, each a different kind: drafting them is the screening
+            search.say("not screening draft plans: an image task has a few, each of a different kind; they are drafted in turn")
+            return
         from mcgs.node import FrozenNode
         from mcgs.operators import OperatorContext, build_request
         from mcgs.branches import Expansion

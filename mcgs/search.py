@@ -23,6 +23,7 @@ from mcgs.best_folder import write_best
 from mcgs.budget import Budget, StopReason
 from mcgs.coders import Coder, CoderStop
 from mcgs.contract import prepare_run_input
+from mcgs.gpus import gpu_pool_for
 from mcgs.disk import DiskGuard
 from mcgs.evaluation import TaskLabels
 from mcgs.expansion import launch
@@ -64,7 +65,12 @@ from mcgs.storage import RunRecord, Storage, owner_id
 from mcgs.verdicts import judge, record_verdict, save_progress
 from mcgs.task import TaskError, TaskSpec, data_fingerprint, load_task
 
-__all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME"]
+__all__ = ["Search", "create_search", "open_search", "RunError", "DB_NAME", "IMAGE_NODE_TIMEOUT_SHARE"]
+
+#: ``node_timeout_share`` of an image task's run when the settings leave it out: a network's
+#: program trains for the time it is given (MCGS_TIME_LIMIT_S), and its score grows with the
+#: epochs, so one candidate may take half the run rather than a quarter.
+IMAGE_NODE_TIMEOUT_SHARE = 0.5
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +124,7 @@ class Search:
             if not (self.input_dir / "task.json").is_file():
                 raise RunError(f"{self.input_dir} is missing or incomplete: the run's copy of its task is gone; restore it from a copy of the run")
         else:
-            self.input_dir = prepare_run_input(task, run_dir)
+            self.input_dir = prepare_run_input(task, run_dir, settings.weights_dir)
         self.profile = load_profile(task, run_dir, self.input_dir, read_only)
         self._labels: TaskLabels | None = None
         self.rng = random.Random(f"mcgs-{settings.seed}-{run.id}")  # the policy's draws
@@ -140,6 +146,8 @@ class Search:
         self.disk = DiskGuard(run_dir, storage, run.id, self.budget.clock, self._stop, lambda msg: self.say(msg), lambda: self.settings,
                               read_only=read_only)
         self._isolation: str | None = None
+        # the GPUs and which running candidate holds which; a --gpus index the machine lacks fails here
+        self.gpu_pool = gpu_pool_for(settings.gpus if not read_only else "none", settings.candidates_per_gpu)
         if read_only:  # resolved when node code first runs (export's measurements)
             return
         self.isolation  # noqa: B018 - fail at once when the run's isolation is not available here
@@ -492,6 +500,8 @@ def load_profile(task: TaskSpec, run_dir: Path, input_dir: Path, read_only: bool
     if read_only:
         return profile_task(task.model_copy(update={"data_dir": input_dir}))
     prof = profile_task(task)
+    if (input_dir / "weights").is_dir():  # the pretrained backbones a program may load (a setting, not the data)
+        prof["pretrained_weights"] = sorted(p.stem for p in (input_dir / "weights").glob("*.pth"))
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may open a new run at once
     tmp.write_text(json.dumps(prof, indent=2))
     os.replace(tmp, path)
@@ -552,6 +562,9 @@ def create_search(
         settings = settings.model_copy(update={"isolation": resolve_isolation(settings.isolation)})
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    if spec.media is not None and "node_timeout_share" not in settings.model_fields_set:
+        # a network trains for as long as it is given: on an image task one candidate may take half the run
+        settings = settings.model_copy(update={"node_timeout_share": IMAGE_NODE_TIMEOUT_SHARE})
     if spec.constraints.interpretable and settings.ensemble:
         # a blend of several models is not one a person can inspect
         logger.info("the task asks for an interpretable model: no ensembles")

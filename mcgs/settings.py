@@ -174,7 +174,7 @@ class LLMSettings(BaseModel):
 #: argument) takes the same settings by their names inside the group. Every field not named
 #: here but ``llm`` (its own model) belongs to ``search``.
 GROUPS: dict[str, dict[str, str]] = {
-    "sandbox": {name: name for name in ("memory_mb", "cpu_threads", "isolation", "disk_mb", "max_output_mb", "keep_workspaces")},
+    "sandbox": {name: name for name in ("memory_mb", "cpu_threads", "gpus", "candidates_per_gpu", "isolation", "disk_mb", "max_output_mb", "keep_workspaces")},
     "ensemble": {
         "enabled": "ensemble", "reserve_s": "ensemble_reserve_s", "max_members": "ensemble_max_members",
         "method": "ensemble_method", "gross_error_sd": "ensemble_gross_error_sd", "every": "ensemble_every",
@@ -213,6 +213,14 @@ class SearchSettings(BaseSettings):
             default 2 cores; each of ``workers`` candidates gets ``cpu_threads // workers``.
         workers: Candidates run at once (parallel workers on one machine, DESIGN §7). Virtual
             loss on in-flight nodes spreads them across branches.
+        gpus: GPUs candidates may use: ``auto`` (every GPU nvidia-smi lists), ``none`` (the
+            CPU only) or indices (``0,1``). Each running candidate gets a GPU of its own while
+            one is free (``CUDA_VISIBLE_DEVICES``; :mod:`mcgs.gpus`), else none and the CPU.
+        candidates_per_gpu: Candidates that may hold one GPU at once (1: none share).
+        weights_dir: A folder of pretrained network weights (``resnet18.pth``, or torchvision's
+            ``resnet18-f37072fd.pth``) copied into each run's ``input/weights/``; the recipe
+            coder fine-tunes a pretrained backbone on image tasks only when they are there.
+            Nothing is downloaded.
         num_drafts: Draft children of the root. 5 in AIDE (``search.num_drafts``) and ML-Master
             (``utils/config_mcts.yaml``).
         num_debug_children: Debug children per buggy node at a time. 1 in ML-Master (``num_bugs``).
@@ -360,6 +368,9 @@ class SearchSettings(BaseSettings):
     memory_mb: int = Field(8192, ge=256)
     cpu_threads: int = Field(2, ge=1)
     workers: int = Field(1, ge=1)
+    gpus: str = "auto"
+    candidates_per_gpu: int = Field(1, ge=1)
+    weights_dir: Path | None = None
     num_drafts: int = Field(5, ge=1)
     num_debug_children: int = Field(1, ge=1)
     num_improve_children: int = Field(3, ge=1)
@@ -415,6 +426,21 @@ class SearchSettings(BaseSettings):
         """Time limit of one candidate before the remaining budget is considered, seconds:
         ``min(per_run_timeout_s, node_timeout_share * time_budget_s)``."""
         return min(self.per_run_timeout_s, self.node_timeout_share * self.time_budget_s)
+
+    @field_validator("weights_dir")
+    @classmethod
+    def _weights_dir(cls, v: Path | None) -> Path | None:
+        if v is not None and not Path(v).is_dir():
+            raise ValueError(f"weights_dir {str(v)!r} is not a folder; give the folder holding the weight files (e.g. resnet18.pth)")
+        return None if v is None else Path(v).resolve()
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v: str) -> str:
+        from mcgs.gpus import parse_gpu_setting
+
+        parse_gpu_setting(v)  # a GpuSettingError (a ValueError) names the value and what is accepted
+        return str(v).strip().lower()
 
     @field_validator("time_budget_s", "per_run_timeout_s", "ensemble_reserve_s", "screen_timeout_s", "lease_s", mode="before")
     @classmethod

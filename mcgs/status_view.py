@@ -76,13 +76,19 @@ def status_view(snap) -> Group:
     valid = sorted((n for n in nodes if n.is_valid and n.full_fidelity), key=lambda n: n.score, reverse=task.higher_is_better)[:TOP_K]
     if valid:
         top = _table(f"top {len(valid)} nodes (OOF {task.metric}; an ensemble's cross-fitted score in brackets)")
-        for col in ("node", "operator", task.metric, "runtime (s)", "plan"):
-            top.add_column(col, justify="right" if col in ("node", task.metric, "runtime (s)") else "left")
+        for col in ("node", "operator", task.metric, "runtime (s)", "memory", "plan"):
+            top.add_column(col, justify="right" if col in ("node", task.metric, "runtime (s)", "memory") else "left")
         for n in valid:
             nested = n.config.get("nested_score")
             score = f"{n.score:.6g}" + (f" ({float(nested):.6g})" if nested is not None else "")
-            top.add_row(str(n.seq), n.operator.value, score, f"{n.runtime_s or 0:.1f}", Text((n.plan or "")[:90], overflow="ellipsis", no_wrap=True))
+            top.add_row(str(n.seq), n.operator.value, score, f"{n.runtime_s or 0:.1f}", _memory(n),
+                        Text((n.plan or "")[:90], overflow="ellipsis", no_wrap=True))
         parts.append(top)
+        gpu_nodes = [n for n in nodes if n.gpu is not None]
+        if gpu_nodes:
+            peak = max((n.peak_gpu_mb or 0.0) for n in gpu_nodes)
+            parts.append(Text(f"GPUs: {len(gpu_nodes)} node(s) ran on GPU {', '.join(sorted({str(n.gpu) for n in gpu_nodes}))}; "
+                              f"the most GPU memory one held: {peak / 1024:.1f} GiB"))
 
     running = [n for n in nodes if n.state.value in ("running", "pending") and n.owner]
     queued = sum(1 for n in nodes if n.state.value == "pending" and not n.owner)
@@ -99,6 +105,12 @@ def status_view(snap) -> Group:
     parts.append(Text(f"coder: {snap.settings.coder}"))
     parts.extend(spend_view(snap))
     return Group(*parts)
+
+
+def _memory(n) -> str:
+    """A node's peak memory for the tables: RAM, and GPU memory with its GPU when it had one."""
+    ram = f"{n.peak_rss_mb / 1024:.1f} GiB" if n.peak_rss_mb else "-"
+    return ram + (f", GPU {n.gpu}: {(n.peak_gpu_mb or 0) / 1024:.1f} GiB" if n.gpu is not None else "")
 
 
 def spend_view(snap) -> list:

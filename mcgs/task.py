@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mcgs.media import MediaError, MediaSpec, check_media, detect_media, image_column
 from mcgs.metrics import UnknownMetricError, get_metric
 
 __all__ = [
@@ -55,7 +56,8 @@ class ValidationScheme(BaseModel):
             ``group_kfold`` (rows sharing ``group_column`` stay in one fold), ``time_split``
             (rows sorted by ``time_column``; the first chunk is never validated) or ``holdout``
             (one fold of a (stratified) k-fold split is validated, the other rows only train;
-            the default from :data:`HOLDOUT_ROWS` training rows).
+            the default from :data:`HOLDOUT_ROWS` training rows, and for image tasks, where a
+            candidate trains one network rather than k).
         n_splits: Number of folds, >= 2 (for ``holdout``: the validated share is 1/n_splits).
             Left out: by the training rows (:data:`FOLDS_BY_ROWS`), 5 below 50 000 as in most
             Kaggle solutions.
@@ -95,6 +97,22 @@ class TaskConstraints(BaseModel):
     interpretable: bool = False
 
 
+class FilesSetting(BaseModel):
+    """task.yaml's ``files``: the column that names each row's image file and where the files
+    are (each left out is inferred: :func:`mcgs.media.detect_media`).
+
+    Attributes:
+        column: The column of both tables holding file names (``image``).
+        train, test: Folder or zip archive inside the task folder holding the training / test
+            rows' files (``images/``, ``train.zip``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    column: str | None = None
+    train: str | None = None
+    test: str | None = None
+
+
 class _TaskYaml(BaseModel):
     """Schema of a plain folder's ``task.yaml``."""
 
@@ -111,6 +129,7 @@ class _TaskYaml(BaseModel):
     test_file: str = "test.csv"
     sample_submission_file: str = "sample_submission.csv"
     extra_files: list[str] = []
+    files: FilesSetting | None = None
     validation: ValidationScheme = ValidationScheme()
     constraints: TaskConstraints = TaskConstraints()
 
@@ -141,8 +160,11 @@ class TaskSpec(BaseModel):
         submission_format: ``label`` (class labels), ``probability`` or ``value``.
         echo_columns: Columns of the sample submission that are neither the id nor
             predictions; a submission copies them from the test table (row order).
-        extra_files: Other files or folders of the task (e.g. per-row geometry files), copied
-            read-only into every workspace's ``input/``.
+        extra_files: Other files or folders of the task (e.g. per-row geometry files, the
+            folders or archives of an image task's files), copied read-only into every
+            workspace's ``input/``.
+        media: For a task made of files (an image per row), the column naming them and where
+            they are (:class:`mcgs.media.MediaSpec`); None for a table task.
         validation: The fold scheme.
         constraints: Deployment constraints from the request.
         n_train, n_test: Row counts.
@@ -170,6 +192,7 @@ class TaskSpec(BaseModel):
     submission_format: Literal["label", "probability", "value"]
     echo_columns: list[str] = []
     extra_files: list[str] = []
+    media: MediaSpec | None = None
     validation: ValidationScheme
     constraints: TaskConstraints = TaskConstraints()
     n_train: int
@@ -182,6 +205,8 @@ class TaskSpec(BaseModel):
 
     @property
     def test_path(self) -> Path:
+        """The test table; the sample submission itself when the task has no test table (an
+        image task whose test rows are the sample submission's ids)."""
         return self.data_dir / self.test_file
 
     @property
@@ -574,20 +599,21 @@ def _build_spec(
     except UnknownMetricError as exc:
         raise TaskError(f"{where}: metric: {exc}") from exc
     train = _read_table(data_dir / cfg.train_file, "training")
-    test = _read_table(data_dir / cfg.test_file, "test")
     sample = _read_table(data_dir / cfg.sample_submission_file, "sample submission")
+    test_file, test, notes = _test_table(data_dir, cfg, train, sample, where)
     if len(sample) != len(test):
         raise TaskError(
             f"{where}: sample_submission.csv has {len(sample)} rows but the test file has {len(test)}; "
             f"they must describe the same rows"
         )
-    target, id_column, echo, notes = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
+    target, id_column, echo, inferred = _infer_columns(train, test, sample, cfg.target, cfg.id_column, cfg.no_id_column, where)
+    notes = [*notes, *inferred]
     if id_column is not None:
-        _check_ids(_text_ids(data_dir / cfg.test_file, id_column, test), _text_ids(data_dir / cfg.sample_submission_file, id_column, sample),
+        _check_ids(_text_ids(data_dir / test_file, id_column, test), _text_ids(data_dir / cfg.sample_submission_file, id_column, sample),
                    id_column, where)
     kind, labels = _infer_kind(train, target, metric.kind, where)
     _check_metric_domain(train, target, metric, where, cfg.train_file)
-    _check_column_types(train, test, where, cfg.train_file, cfg.test_file)
+    _check_column_types(train, test, where, cfg.train_file, test_file)
     positive = None
     if kind == "binary":
         positive = cfg.positive_class if cfg.positive_class is not None else _default_positive(labels)
@@ -600,12 +626,16 @@ def _build_spec(
         sub_format = "probability"
     else:
         sub_format = "label"
-    val = _validation_plan(cfg.validation, train, target, kind, metric, where, cfg.train_file)
+    media, extra = _media_files(data_dir, cfg, train, test, test_file, where, notes)
+    validation = cfg.validation
+    if media is not None and validation.kind is None:  # one network per candidate, not k: a holdout
+        validation = validation.model_copy(update={"kind": "holdout"})
+    val = _validation_plan(validation, train, target, kind, metric, where, cfg.train_file)
     return TaskSpec(
         name=name,
         data_dir=data_dir.resolve(),
         train_file=cfg.train_file,
-        test_file=cfg.test_file,
+        test_file=test_file,
         sample_submission_file=cfg.sample_submission_file,
         description=description,
         target_columns=target,
@@ -618,13 +648,82 @@ def _build_spec(
         positive_class=_json_value(positive) if positive is not None else None,
         submission_format=sub_format,
         echo_columns=echo,
-        extra_files=_extra_files(data_dir, cfg, where),
+        extra_files=extra,
+        media=media,
         validation=val,
         constraints=cfg.constraints,
         n_train=len(train),
         n_test=len(test),
         notes=notes,
     )
+
+
+def _test_table(data_dir: Path, cfg: "_TaskYaml", train, sample, where: str):
+    """``(test_file, test table, notes)``: the task's test table, or, for an image task without
+    one, the sample submission's id column (:func:`_test_table_from_sample`)."""
+    test_file = cfg.test_file
+    if test_file != cfg.sample_submission_file and not (data_dir / test_file).exists() and "test_file" not in cfg.model_fields_set:
+        test_file = _test_table_from_sample(data_dir, train, sample, cfg, where)
+    if test_file == cfg.sample_submission_file:  # the test rows are the sample submission's ids
+        note = f"test rows: the ids of {cfg.sample_submission_file} (the task has no test table)"
+        return test_file, sample[[cfg.id_column or sample.columns[0]]], [note]
+    return test_file, _read_table(data_dir / test_file, "test"), []
+
+
+def _media_files(data_dir: Path, cfg: "_TaskYaml", train, test, test_file: str, where: str, notes: list[str]):
+    """``(media, extra_files)``: an image task's files, found and every one opened
+    (:mod:`mcgs.media`), or None (a column of file names whose files are not here is noted and
+    read as a table column); and the task's extra inputs, with the folders or zips of files.
+
+    Raises:
+        TaskError: files missing, unreadable or not found; ``files:`` set on a table task.
+    """
+    tables = (cfg.train_file, test_file, cfg.sample_submission_file, "description.md")
+    try:
+        media = detect_media(data_dir, train, test, declared=cfg.files.model_dump() if cfg.files else None, tables=tables, where=where)
+        if media is not None:
+            media = check_media(data_dir, media, train[media.column].astype(str).tolist(), test[media.column].astype(str).tolist(), where=where)
+    except MediaError as exc:
+        raise TaskError(str(exc)) from None
+    if cfg.files is not None and media is None:
+        raise TaskError(f"{where}: files: is set but no column of both tables names image files; set files.column to that column")
+    named = image_column(train, test, None) if media is None else None
+    if named is not None and test_file == cfg.sample_submission_file:
+        raise TaskError(f"{where}: there is no test table, and the images that {cfg.sample_submission_file}'s column {named!r} names "
+                        f"(e.g. {test[named].iloc[0]!r}) are in no folder or zip beside the tables; add them (test/ or test.zip)")
+    if named is not None:
+        notes.append(f"column {named!r} names image files (e.g. {train[named].iloc[0]!r}) but no folder or zip beside the tables holds "
+                     f"them: it is read as a table column; put the files in images/ (or set files: in task.yaml) for an image task")
+    extra = _extra_files(data_dir, cfg, where)
+    if media is not None:
+        extra = sorted(set(extra) | {p for p in media.sources() if p != "."} | _top_folders(test, train, media))
+    return media, extra
+
+
+def _test_table_from_sample(data_dir: Path, train, sample, cfg: "_TaskYaml", where: str) -> str:
+    """The sample submission as the test table, for a task without one whose sample submission's
+    id column names image files (MLE-bench's image competitions: ``train.csv``,
+    ``sample_submission.csv``, ``train.zip``, ``test.zip``).
+
+    Raises:
+        TaskError: the test file is missing and the task is not such an image task.
+    """
+    from mcgs.media import is_image_name
+
+    first = cfg.id_column or sample.columns[0]
+    head = sample[first].head(50).tolist() if first in sample.columns else []
+    if first in train.columns and head and all(is_image_name(v) for v in head):
+        return cfg.sample_submission_file
+    raise TaskError(f"test file {data_dir / cfg.test_file} does not exist; add it or set its name in task.yaml")
+
+
+def _top_folders(test, train, media) -> set[str]:
+    """For files named by paths from the task folder (source ``.``), the folders they lie in."""
+    found: set[str] = set()
+    for frame, source in ((train, media.train), (test, media.test)):
+        if source.path == ".":
+            found |= {v.split("/", 1)[0] for v in frame[media.column].astype(str) if "/" in v}
+    return found
 
 
 def _check_submission_shape(sample, target, kind: str, labels, positive, id_column, metric, where: str) -> None:

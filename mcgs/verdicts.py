@@ -90,6 +90,7 @@ def record_verdict(search, node: FrozenNode, state: NodeState, score: float | No
             finished = search.storage.finish_node(
                 node.id, state=state, score=score, reward=reward, error=error, stdout_tail=result.stdout_tail if result else "",
                 stderr_tail=result.stderr_tail if result else "", runtime_s=result.runtime_s if result else 0.0, owner=search.owner,
+                resources=(result.peak_rss_mb, result.gpus[0] if result.gpus else None, result.peak_gpu_mb) if result else (None, None, None),
             )
         except ClaimLost as exc:  # our lease lapsed (a stalled engine) and the node was retried
             logger.warning("%s", exc)

@@ -102,6 +102,9 @@ def _applies_to_text(entry) -> str:
         if name == "task_kinds":
             if set(value) != every_kind:
                 parts.append("kinds=" + "/".join(value))
+        elif name == "modalities":
+            if value != ["table"]:
+                parts.append("modalities=" + "/".join(value))
         elif value is not None:
             parts.append(f"{name}={value}")
     return ", ".join(parts) or "always"

@@ -126,8 +126,9 @@ def _rmsle(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 # --- preparation -----------------------------------------------------------------------------
 
 
-def test_all_six_competitions_are_registered():
-    assert set(COMPETITIONS) | {"spaceship-titanic"} == set(competition_ids())
+def test_registered_competitions():
+    # aerial-cactus-identification (images) is tested in test_images.py
+    assert set(COMPETITIONS) | {"spaceship-titanic", "aerial-cactus-identification"} == set(competition_ids())
 
 
 @pytest.mark.parametrize("comp", COMPETITIONS)

@@ -81,13 +81,14 @@ def test_schema_version_mismatch_is_refused(tmp_path):
 
 
 #: The node columns each schema version added, newest last (what an older mcgs did not write).
-COLUMNS_SINCE = {4: ("role", "fidelity"), 5: ("fidelity",)}
+RESOURCES = ("peak_rss_mb", "gpu", "peak_gpu_mb")
+COLUMNS_SINCE = {4: ("role", "fidelity", *RESOURCES), 5: ("fidelity", *RESOURCES), 6: RESOURCES}
 #: The alembic revision a database of each schema version is stamped with.
-REVISION_OF = {4: "0003", 5: "0004"}
+REVISION_OF = {4: "0003", 5: "0004", 6: "0005"}
 
 
 def _as_written_by_schema(path, version: int) -> None:
-    """Make the database at ``path`` look as an mcgs of schema ``version`` (4 or 5) wrote it."""
+    """Make the database at ``path`` look as an mcgs of schema ``version`` (4 to 6) wrote it."""
     con = sqlite3.connect(path)
     for column in COLUMNS_SINCE[version]:
         con.execute(f"alter table nodes drop column {column}")
@@ -108,19 +109,19 @@ def test_a_version_2_database_gains_the_cost_ledger_when_opened(tmp_path):
     st.close()
     con = sqlite3.connect(path)
     con.execute("drop table llm_calls")  # as written by mcgs before the ledger and the migrations
-    for column in ("owner", "lease_expires_at", "attempts", "role", "fidelity"):  # ... before claims (schema 4), roles (5), fidelity (6)
+    for column in ("owner", "lease_expires_at", "attempts", "role", "fidelity", *RESOURCES):  # ... before claims (schema 4), roles (5), fidelity (6), resources (7)
         con.execute(f"alter table nodes drop column {column}")
     con.execute("drop table alembic_version")
     con.execute("update schema_info set value = '2' where key = 'schema_version'")
     con.commit()
     con.close()
     st = Storage(f"sqlite:///{path}")
-    assert st.schema_version == SCHEMA_VERSION == 6
+    assert st.schema_version == SCHEMA_VERSION == 7
     st.add_llm_call(run.id, LLMCall(operator="draft", model="m", output_tokens=10, cost_usd=0.5))
     assert st.llm_spend_usd(run.id) == 0.5 and st.llm_calls(run.id)[0].output_tokens == 10
     assert [n.attempts for n in st.get_nodes(run.id)] == [0]  # the root, with the new column's default
     con = sqlite3.connect(path)
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0005"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0006"
     con.close()
 
 
@@ -139,7 +140,7 @@ def test_a_version_4_database_stores_the_final_ensemble_as_a_role_when_opened(tm
     st = Storage(f"sqlite:///{path}")
     roles = {n.id: n.role for n in st.get_nodes(run.id)}
     assert roles == {root.id: NodeRole.CANDIDATE, during.id: NodeRole.CANDIDATE, final.id: NodeRole.FINAL_ENSEMBLE, draft.id: NodeRole.CANDIDATE}
-    assert st.schema_version == 6
+    assert st.schema_version == 7
     st.close()
 
 
@@ -154,7 +155,7 @@ def test_a_version_5_database_gains_the_fidelity_column_with_full_fidelity_for_e
     st.close()
     _as_written_by_schema(path, 5)  # before fidelities
     st = Storage(f"sqlite:///{path}")
-    assert st.schema_version == 6 and st.get_node(old.id).fidelity == 1.0 and st.get_node(old.id).full_fidelity
+    assert st.schema_version == 7 and st.get_node(old.id).fidelity == 1.0 and st.get_node(old.id).full_fidelity
     low = st.add_node(run.id, parent_id=old.id, operator=Operator.IMPROVE, plan="", code="", fidelity=1 / 3)
     assert st.get_node(low.id).fidelity == pytest.approx(1 / 3) and not st.get_node(low.id).full_fidelity
     st.close()
@@ -322,4 +323,26 @@ def test_the_run_view_reads_only_what_changed_and_always_matches_storage(storage
         s.execute(insert(NodeModel).values(id=c.id + 50, run_id=run.id, seq=40, parent_id=root.id, operator="draft", state="pending", depth=1))
     same()
     assert view.full_reads == 2 and view.epoch == 2
+    st.close()
+
+
+def test_a_version_6_database_gains_the_resource_columns_empty_and_a_verdict_records_them(tmp_path):
+    """Nodes stored before resources were recorded keep them empty (nothing was measured); a
+    verdict stored after the migration keeps its peak memory, GPU and GPU memory."""
+    path = tmp_path / "mcgs.db"
+    st = Storage(f"sqlite:///{path}")
+    run = new_run(st)
+    root = st.get_nodes(run.id)[0]
+    old = st.add_node(run.id, parent_id=root.id, operator=Operator.DRAFT, plan="", code="")
+    st.finish_node(old.id, state=NodeState.VALID, score=0.5, runtime_s=1.0)
+    st.close()
+    _as_written_by_schema(path, 6)
+    st = Storage(f"sqlite:///{path}")
+    assert st.schema_version == 7
+    n = st.get_node(old.id)
+    assert (n.peak_rss_mb, n.gpu, n.peak_gpu_mb, n.score) == (None, None, None, 0.5)
+    new = st.add_node(run.id, parent_id=old.id, operator=Operator.IMPROVE, plan="", code="")
+    st.finish_node(new.id, state=NodeState.VALID, score=0.6, runtime_s=2.0, resources=(812.5, 1, 2048.0))
+    n = st.get_node(new.id)
+    assert (n.peak_rss_mb, n.gpu, n.peak_gpu_mb) == (812.5, 1, 2048.0)
     st.close()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mcgs.coders import CoderRequest
 
 __all__ = [
-    "FEATURE_ORDER", "COST_PARAMS", "BOOSTED_TREES", "READS_TEXT", "feature_entries", "model_entries", "family", "default_config",
+    "FEATURE_ORDER", "TABLE_BASE", "MAX_IMAGE_SIZE", "COST_PARAMS", "BOOSTED_TREES", "READS_TEXT", "feature_entries", "model_entries", "family", "default_config",
     "render_program", "mutate_params", "toggle_feature", "changes", "last_line",
     "written_by_recipe", "parent_not_recipe", "no_recipe_input",
 ]
@@ -36,8 +36,12 @@ __all__ = [
 FEATURE_ORDER = (
     "datetime_parts", "cyclical_time", "covariate_lags", "text_stats", "text_content",
     "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
-    "target_encoding",
+    "target_encoding", "image_features", "augment", "tta",
 )
+#: The skeleton of a program whose model reads a feature table (every table model).
+TABLE_BASE = "solution.py.j2"
+#: Longest side an image network's program resizes images to (a larger image is shrunk to it).
+MAX_IMAGE_SIZE = 128
 #: Models that read the text columns themselves (their own n-grams): feature blocks that turn
 #: text into table columns (``text_content``) start off for them.
 READS_TEXT = frozenset({"model.tfidf_linear", "model.naive_bayes_text"})
@@ -47,20 +51,29 @@ BOOSTED_TREES = frozenset({"model.lightgbm", "model.catboost", "model.hist_gradi
 # Boosted models whose templates boost again on the whole training fold after stopping early.
 REFIT_AFTER_STOPPING = frozenset({"model.lightgbm", "model.catboost"})
 # Parameters that scale a model's training cost linearly (halved by Debug on timeouts).
-COST_PARAMS = ("n_estimators", "iterations", "max_iter")
+COST_PARAMS = ("n_estimators", "iterations", "max_iter", "epochs")
 #: From this many rows (training plus test) a recipe program holds its numeric features as
 #: float32 (issue 33 §5: memory sized to the data); below it, float64 as read.
 FLOAT32_ROWS = 100_000
 
 
-def feature_entries(profile: dict[str, Any]) -> dict[str, KnowledgeEntry]:
-    """The feature-block entries that apply to a data profile, by their config flag."""
-    return {e.recipe.flag: e for e in retrieve(profile, recipe_kind="feature") if e.recipe.flag}
+def feature_entries(profile: dict[str, Any], base: str | None = None) -> dict[str, KnowledgeEntry]:
+    """The feature-block entries that apply to a data profile, by their config flag; with
+    ``base``, only the blocks of that program skeleton (a table model's or an image network's)."""
+    return {e.recipe.flag: e for e in retrieve(profile, recipe_kind="feature") if e.recipe.flag and (base is None or e.recipe.base == base)}
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported by the interpreter that runs candidates (the engine's)."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def model_entries(profile: dict[str, Any]) -> list[KnowledgeEntry]:
-    """The model entries that apply to a data profile."""
-    return retrieve(profile, recipe_kind="model")
+    """The model entries that apply to a data profile and whose required modules are installed
+    (``recipe.requires``: a network needs the ``vision`` extra's PyTorch)."""
+    return [e for e in retrieve(profile, recipe_kind="model") if all(installed(m) for m in e.recipe.requires)]
 
 
 def family(entry: KnowledgeEntry) -> str:
@@ -97,7 +110,10 @@ def default_config(model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
 
 def render_program(config: dict[str, Any], *, title: str, plan: str, profile: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     """Render a config into a standalone ``solution.py`` (numeric features as float32 from
-    :data:`FLOAT32_ROWS` rows of the profile's training and test tables).
+    :data:`FLOAT32_ROWS` rows of the profile's training and test tables), in its model's
+    skeleton (``recipe.base``) with the enabled feature blocks of that skeleton; an image
+    network's program resizes images to the profile's commonest size, at most
+    :data:`MAX_IMAGE_SIZE` a side.
 
     Returns:
         ``(code, knowledge_ids)``.
@@ -106,14 +122,17 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         KeyError: unknown model entry id in the config.
     """
     model = get_entry(config["model"])
-    feats = feature_entries(profile)
-    blocks = ["fe_base.py.j2"]
-    ids = ["data.column_types"]
+    base = model.recipe.base
+    feats = feature_entries(profile, base)
+    blocks = ["fe_base.py.j2"] if base == TABLE_BASE else []
+    ids = ["data.column_types"] if base == TABLE_BASE else []
     for flag in FEATURE_ORDER:
         if config["features"].get(flag) and flag in feats:
             blocks.append(feats[flag].recipe.template)
             ids.append(feats[flag].id)
     ids += [model.id, "strategy.kfold_oof"]
+    if base != TABLE_BASE:
+        ids.append("strategy.mixed_precision")
     if model.id in BOOSTED_TREES:
         ids.append("strategy.early_stopping")
     if model.id in REFIT_AFTER_STOPPING:
@@ -123,7 +142,9 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
     if config.get("log_target"):
         ids.append("strategy.log_target")
     params = {k: _fmt(v) for k, v in config["params"].items()}
-    code = template_environment().get_template("solution.py.j2").render(
+    media = profile.get("media") or {}
+    sizes = [int(v) for v in next(iter(media.get("sizes") or {}), "0x0").split("x")]
+    code = template_environment().get_template(base).render(
         title=title,
         plan=plan,
         knowledge_ids=ids,
@@ -138,6 +159,9 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         text_min_words=TEXT_MIN_WORDS,
         key_columns=repr(list(profile.get("key_columns", []))),
         float32=(profile.get("n_train") or 0) + (profile.get("n_test") or 0) >= FLOAT32_ROWS,
+        image_size=max(8, min(MAX_IMAGE_SIZE, max(sizes))),
+        channels=1 if media.get("channels") == 1 else 3,
+        orientation_free=bool(media.get("orientation_free")),
     )
     return code, tuple(ids)
 
@@ -200,11 +224,12 @@ def _moved(config: dict[str, Any], entry: KnowledgeEntry, name: str, direction: 
 
 
 def toggle_feature(config: dict[str, Any], profile: dict[str, Any], rng: random.Random, avoid: Iterable[str]) -> str | None:
-    """Switch one applicable feature block not toggled in ``avoid`` (in place); returns what
-    was done, or None when every block was tried."""
+    """Switch one applicable feature block not toggled in ``avoid`` (in place), never one that is
+    part of every program (``recipe.always``: an image task's features for a table model);
+    returns what was done, or None when every block was tried."""
     avoid = set(avoid)
-    feats = feature_entries(profile)
-    toggles = [f for f in FEATURE_ORDER if f in feats and f"feature:{f}" not in avoid]
+    feats = feature_entries(profile, get_entry(config["model"]).recipe.base)
+    toggles = [f for f in FEATURE_ORDER if f in feats and not feats[f].recipe.always and f"feature:{f}" not in avoid]
     if not toggles:
         return None
     flag = rng.choice(toggles)

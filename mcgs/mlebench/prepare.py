@@ -47,6 +47,7 @@ __all__ = [
     "prepare_spooky_author_identification",
     "prepare_random_acts_of_pizza",
     "prepare_detecting_insults_in_social_commentary",
+    "prepare_aerial_cactus_identification",
     "read_csv",
     "file_md5",
     "verify_checksums",
@@ -353,6 +354,58 @@ def prepare_detecting_insults_in_social_commentary(raw: Path, public: Path, priv
     sample = gold.copy()
     sample["Insult"] = 0
     sample.to_csv(public / "sample_submission_null.csv", index=False)
+
+
+def _zip_members(archive_path: Path, prefix: str, names, dest: Path) -> None:
+    """Write the members ``prefix + name`` of a zip archive into a new zip ``dest`` under ``name``
+    (at its root), deflated, in the order given.
+
+    Raises:
+        MLEBenchError: a member is missing from the archive (named, with the archive).
+    """
+    import zipfile
+
+    with zipfile.ZipFile(archive_path) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
+        present = set(src.namelist())
+        missing = [n for n in names if prefix + n not in present]
+        if missing:
+            raise MLEBenchError(f"{archive_path} lacks {len(missing)} of the files the split needs, e.g. "
+                                f"{prefix + missing[0]!r}; the raw archive must hold Kaggle's {prefix}<id> files")
+        for name in names:
+            out.writestr(name, src.read(prefix + name))
+
+
+def prepare_aerial_cactus_identification(raw: Path, public: Path, private: Path) -> None:
+    """Prepare aerial-cactus-identification as MLE-bench does.
+
+    Source: MLE-bench ``mlebench/competitions/aerial-cactus-identification/prepare.py``:
+    ``train_test_split(train.csv, test_size=0.19, random_state=0)`` (Kaggle's 4 000 unlabelled
+    test images are not used); the new train rows are the public ``train.csv``, the new test rows
+    (with their labels) the answers, and the sample submission is the answers with ``has_cactus``
+    0.5. The images of each part are put into ``public/train.zip`` and ``public/test.zip``,
+    deflated, with the ``<id>`` files at the archive's root (MLE-bench's ``compress``). There is no
+    public ``test.csv``: the test ids are the sample submission's.
+
+    MLE-bench extracts Kaggle's ``train.zip`` into the raw folder first; this reads the members
+    from the archive instead, so the raw folder may be read-only. The archives' bytes are not in
+    ``checksums.yaml`` (only the CSVs are); the image bytes are copied unchanged.
+
+    Args:
+        raw: Folder holding Kaggle's ``train.csv`` and ``train.zip`` (members ``train/<id>``).
+        public: Output folder for the agent-visible files.
+        private: Output folder for the answers.
+    """
+    from sklearn.model_selection import train_test_split
+
+    old_train = read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.19, random_state=0)
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    sample = new_test.copy()
+    sample["has_cactus"] = 0.5
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    _zip_members(raw / "train.zip", "train/", list(new_train["id"]), public / "train.zip")
+    _zip_members(raw / "train.zip", "train/", list(new_test["id"]), public / "test.zip")
 
 
 # --- driver ----------------------------------------------------------------------------------

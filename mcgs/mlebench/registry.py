@@ -11,7 +11,7 @@ module free of pandas and scikit-learn and free of imports of :mod:`.prepare` an
 
 Registered: ``spaceship-titanic``, ``nomad2018-predict-transparent-conductors``,
 ``leaf-classification``, ``random-acts-of-pizza``, ``spooky-author-identification``,
-``detecting-insults-in-social-commentary``.
+``detecting-insults-in-social-commentary``, ``aerial-cactus-identification`` (images).
 
 Adding a competition:
 
@@ -87,7 +87,7 @@ class CompetitionSpec:
     Attributes:
         id: MLE-bench / Kaggle competition id (``spaceship-titanic``).
         name: Human-readable name, as in MLE-bench's ``config.yaml``.
-        competition_type: MLE-bench's ``competition_type`` (``simple`` for all of ours).
+        competition_type: MLE-bench's ``competition_type`` (``simple``, or ``code`` for a code competition such as aerial-cactus).
         grader_name: MLE-bench's ``grader.name``; also accepted by :func:`mcgs.metrics.get_metric`
             when mcgs implements that metric.
         target: Target column, or columns for multi-target tasks. For the one-hot
@@ -282,6 +282,22 @@ _SPECS: dict[str, CompetitionSpec] = {
             sample_submission="prepared/public/sample_submission_null.csv",
             match_column="Comment",
             gold_submission="prepared/private/gold_submission.csv",
+        ),
+        # MLE-bench mlebench/competitions/aerial-cactus-identification/: images in train.zip and
+        # test.zip (files at the root, named by id); no public test table (the test ids are the
+        # sample submission's).
+        CompetitionSpec(
+            id="aerial-cactus-identification",
+            name="Aerial Cactus Identification",
+            competition_type="code",
+            grader_name="auc-roc",
+            metric="roc_auc",
+            target="has_cactus",
+            id_column="id",
+            preparer="mcgs.mlebench.prepare:prepare_aerial_cactus_identification",
+            grade_fn="mcgs.mlebench.grade:grade_auc_roc",
+            raw_files=("train.csv", "train.zip"),
+            test_file="sample_submission.csv",
         ),
     )
 }

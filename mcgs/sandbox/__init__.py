@@ -70,9 +70,10 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from mcgs.gpus import gpu_env
 from mcgs.sandbox.classification import ExecutionResult, Outcome, classify, result_of_run
 from mcgs.sandbox.cores import CoreMonitor, available_cores, free_cores, shared_monitor
-from mcgs.sandbox.environment import MARKER_ENV, OWNER_ENV, scrubbed_env
+from mcgs.sandbox.environment import MARKER_ENV, OWNER_ENV, TIME_LIMIT_ENV, scrubbed_env
 from mcgs.sandbox.isolation import namespace_argv, namespace_isolation_available, resolve_isolation
 from mcgs.sandbox.limits import ISOLATION_NAMESPACES, ISOLATION_SESSION, SandboxLimits
 from mcgs.sandbox.supervisor import Supervisor, fresh_logs, kill_candidates, live_candidates, owner_alive, owner_id, read_tail
@@ -93,6 +94,7 @@ __all__ = [
     "owner_id",
     "owner_alive",
     "MARKER_ENV",
+    "TIME_LIMIT_ENV",
     "CoreMonitor",
     "available_cores",
     "free_cores",
@@ -115,6 +117,18 @@ def _checked_workspace(workspace: Path, script: str) -> Path:
     if not (workspace / script).is_file():
         raise ValueError(f"script {script!r} does not exist in {workspace}")
     return workspace
+
+
+def _program_env(extra_env, workspace: Path, limits: SandboxLimits, marker: str, cancel_after_s: float | None) -> dict[str, str]:
+    """The program's environment: :func:`scrubbed_env`, the supervisor's markers, the GPUs it
+    was handed (or none) and :data:`TIME_LIMIT_ENV` (the seconds it has: contract 1.3)."""
+    env = scrubbed_env(extra_env, workspace=workspace, cpu_threads=limits.cpu_threads)
+    env[MARKER_ENV] = marker
+    env[OWNER_ENV] = owner_id()
+    env.update(gpu_env(limits.gpus))
+    ends = [t for t in (limits.timeout_s, cancel_after_s) if t is not None]
+    env[TIME_LIMIT_ENV] = str(int(min(ends)))
+    return env
 
 
 def run_program(
@@ -167,9 +181,7 @@ def run_program(
         raise TypeError("run_program() needs limits=SandboxLimits(...)")
     workspace = _checked_workspace(workspace, script)
     marker = uuid.uuid4().hex
-    env = scrubbed_env(extra_env, workspace=workspace, cpu_threads=limits.cpu_threads)
-    env[MARKER_ENV] = marker
-    env[OWNER_ENV] = owner_id()
+    env = _program_env(extra_env, workspace, limits, marker, cancel_after_s)
     argv = [python or sys.executable, script, *args]
     out_fd, err_fd = fresh_logs(workspace)
     try:
@@ -195,5 +207,5 @@ def run_program(
     outcome, error, traceback_tail = classify(returncode, stop_reason, stderr_tail, limits, runtime_s, detail, tmpfs_full)
     logger.info("%s: %s (returncode %s, %.2f s, peak RSS %s MB)%s", workspace, outcome.value, returncode, runtime_s,
                 None if peak_rss_mb is None else round(peak_rss_mb, 1), f": {error}" if error else "")
-    return ExecutionResult(outcome=outcome, returncode=returncode, runtime_s=runtime_s, stdout_tail=stdout_tail,
-                           stderr_tail=stderr_tail, error=error, traceback_tail=traceback_tail, peak_rss_mb=peak_rss_mb)
+    return ExecutionResult(outcome=outcome, returncode=returncode, runtime_s=runtime_s, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
+                           error=error, traceback_tail=traceback_tail, peak_rss_mb=peak_rss_mb, gpus=limits.gpus, peak_gpu_mb=runner.peak_gpu_mb)

@@ -81,6 +81,9 @@ class ExecutionResult:
             parsed from stderr, at most ``tail_chars`` characters; otherwise ``None``.
         peak_rss_mb: Largest resident set size seen, in MiB: the maximum of the tree totals
             sampled by the watchdog and the main process's own ``ru_maxrss``.
+        gpus: The GPUs the program was handed (``SandboxLimits.gpus``).
+        peak_gpu_mb: The most GPU memory its processes held, MiB, sampled with nvidia-smi every
+            few seconds; None without a GPU (or when nvidia-smi could not say).
     """
 
     outcome: Outcome
@@ -91,6 +94,8 @@ class ExecutionResult:
     error: str | None
     traceback_tail: str | None
     peak_rss_mb: float | None
+    gpus: tuple[int, ...] = ()
+    peak_gpu_mb: float | None = None
 
 
 def result_of_run(returncode: int | None, runtime_s: float, stdout: str = "", stderr: str = "", *, timed_out: bool = False,

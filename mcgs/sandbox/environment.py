@@ -9,12 +9,16 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["scrubbed_env", "MARKER_ENV", "OWNER_ENV"]
+__all__ = ["scrubbed_env", "MARKER_ENV", "OWNER_ENV", "TIME_LIMIT_ENV"]
 
 logger = logging.getLogger("mcgs.sandbox")
 
 #: Environment variable holding a per-run token; used to find escaped descendants at cleanup.
 MARKER_ENV = "MCGS_SANDBOX_ID"
+
+#: Seconds a candidate has before it is stopped (its timeout, or the run's remaining budget when
+#: that ends first), whole seconds; a program may size its work by it (contract 1.3).
+TIME_LIMIT_ENV = "MCGS_TIME_LIMIT_S"
 
 #: The engine process that started a candidate (see :func:`mcgs.sandbox.supervisor.owner_id`).
 OWNER_ENV = "MCGS_ENGINE"

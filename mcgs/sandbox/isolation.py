@@ -11,6 +11,7 @@ import resource
 import sys
 from pathlib import Path
 
+from mcgs.gpus import device_nodes
 from mcgs.sandbox.classification import Outcome
 from mcgs.sandbox.limits import ISOLATION_NAMESPACES, ISOLATION_SESSION, MAX_FILE_MB, SandboxLimits
 
@@ -81,7 +82,8 @@ def _ancestors(path: str) -> list[str]:
 
 def namespace_argv(argv: list[str], workspace: Path, limits: SandboxLimits | None = None) -> tuple[list[str], bool]:
     """``bwrap`` (and, as root, ``setpriv`` to nobody) around ``argv`` for ``workspace``; the
-    private ``/tmp`` and ``/dev/shm`` hold at most ``limits.memory_mb`` each.
+    private ``/tmp`` and ``/dev/shm`` hold at most ``limits.memory_mb`` each; the device nodes of
+    ``limits.gpus`` (:func:`mcgs.gpus.device_nodes`) are the only GPUs bound in.
 
     Returns:
         ``(argv, runs_as_other_user)``. When the engine is root, the workspace is handed to the
@@ -96,6 +98,8 @@ def namespace_argv(argv: list[str], workspace: Path, limits: SandboxLimits | Non
         cmd += ["--symlink", link, path] if link else ["--ro-bind", path, path]
     size = [] if limits is None or limits.memory_mb is None else ["--size", str(int(limits.memory_mb) * 1024 * 1024)]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm", "--perms", "1777", *size, "--tmpfs", "/tmp"]
+    for node in device_nodes(limits.gpus if limits is not None else ()):  # the GPUs handed to it, nothing else
+        cmd += ["--dev-bind", node, node]
     made: set[str] = {"/", "/tmp", "/usr", "/etc", "/proc", "/dev"}
 
     def bind(kind: str, path: str) -> None:

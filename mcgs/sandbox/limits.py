@@ -39,6 +39,8 @@ class SandboxLimits:
         max_processes: Processes the program's tree may have at once (the watchdog), and
             processes plus threads of the sandbox user (``RLIMIT_NPROC``, namespace sandbox as
             root).
+        gpus: Indices of the GPUs the program may use (``CUDA_VISIBLE_DEVICES``; their device
+            nodes bound into the namespace sandbox); empty: none, the program sees no GPU.
     """
 
     timeout_s: float
@@ -48,6 +50,7 @@ class SandboxLimits:
     isolation: str = ISOLATION_SESSION
     disk_mb: float | None = None
     max_processes: int = MAX_PROCESSES
+    gpus: tuple[int, ...] = ()
 
     @classmethod
     def for_run(cls, settings, timeout_s: float, *, isolation: str, disk_mb: float | None, threads: int | None = None,

@@ -31,6 +31,8 @@ logger = logging.getLogger("mcgs.sandbox")
 POLL_INTERVAL_S = 0.1
 #: Seconds between process-tree snapshots and memory measurements (the memory watchdog).
 MONITOR_INTERVAL_S = 0.2
+#: Seconds between readings of the GPU memory of a program that holds a GPU (nvidia-smi).
+GPU_INTERVAL_S = 2.0
 #: Seconds between SIGTERM and SIGKILL when a tree is stopped.
 KILL_GRACE_S = 2.0
 #: Seconds to wait for processes to disappear after SIGKILL before giving up (and logging).
@@ -143,6 +145,7 @@ class Supervisor:
         self.cwd = cwd
         self.tracked: dict[int, psutil.Process] = {}
         self.peak_rss_bytes = 0
+        self.peak_gpu_mb: float | None = None  # sampled every GPU_INTERVAL_S when the program holds a GPU
         self.stop_detail: str | None = None  # what the watchdog measured when it stopped the tree
         self._tmpfs_pid: int | None = None  # a process inside the namespace sandbox (its /tmp)
         self.tmpfs_peak_bytes = 0  # most seen in the sandbox's /tmp and /dev/shm
@@ -211,6 +214,7 @@ class Supervisor:
                 deadline = self.started_at + cancel_after_s
             next_monitor = self.started_at  # snapshot at once, then every MONITOR_INTERVAL_S
             next_disk = self.started_at + DISK_INTERVAL_S
+            next_gpu = self.started_at + GPU_INTERVAL_S
             while True:
                 if self._reap():
                     end = time.monotonic()
@@ -221,6 +225,9 @@ class Supervisor:
                     stop_reason = self._check_memory_and_processes()
                     if stop_reason:
                         break
+                if self.limits.gpus and now >= next_gpu:
+                    next_gpu = now + GPU_INTERVAL_S
+                    self._sample_gpu_memory()
                 if self.limits.disk_mb is not None and now >= next_disk:
                     next_disk = now + DISK_INTERVAL_S
                     used = _disk_usage(self.cwd)
@@ -258,6 +265,15 @@ class Supervisor:
         runtime = (end if end is not None else time.monotonic()) - self.started_at
         peak = max(self.peak_rss_bytes, self.root_maxrss_bytes)
         return self.returncode, runtime, stop_reason, (peak / 2**20 if peak else None)
+
+    def _sample_gpu_memory(self) -> None:
+        """Record the GPU memory the tree's processes hold now (:attr:`peak_gpu_mb`)."""
+        from mcgs.gpus import gpu_memory_used_mb
+
+        pids = [self.pid, *self.tracked]
+        used = gpu_memory_used_mb(pids)
+        if used is not None:
+            self.peak_gpu_mb = max(self.peak_gpu_mb or 0.0, used)
 
     def _reap(self) -> bool:
         """Reap the main process if it has exited; True when it has.

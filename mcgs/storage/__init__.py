@@ -84,6 +84,9 @@ def _node(m: NodeModel, summary: bool = False) -> FrozenNode:
         attempts=m.attempts or 0,
         role=NodeRole(m.role or NodeRole.CANDIDATE.value),
         fidelity=1.0 if m.fidelity is None else m.fidelity,
+        peak_rss_mb=m.peak_rss_mb,
+        gpu=m.gpu,
+        peak_gpu_mb=m.peak_gpu_mb,
     )
 
 
@@ -405,11 +408,13 @@ class Storage(LedgerQueries):
         stderr_tail: str = "",
         runtime_s: float | None = None,
         owner: str | None = None,
+        resources: tuple[float | None, int | None, float | None] = (None, None, None),
     ) -> FrozenNode:
         """Record a node's verdict. Finished nodes are immutable: a second call raises.
 
         Args:
             owner: The worker recording it; when given, the node must still be claimed by it.
+            resources: What its program used: ``(peak_rss_mb, gpu, peak_gpu_mb)``.
 
         Raises:
             ClaimLost: ``owner`` no longer holds the node (its lease expired meanwhile).
@@ -432,6 +437,7 @@ class Storage(LedgerQueries):
             m.stdout_tail = stdout_tail
             m.stderr_tail = stderr_tail
             m.runtime_s = runtime_s
+            m.peak_rss_mb, m.gpu, m.peak_gpu_mb = resources
             m.finished_at = utcnow()
             s.flush()
             return _node(m)

@@ -12,7 +12,7 @@ import datetime as _dt
 from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 6  # changed only together with a new migration in mcgs/storage/migrations/versions
+SCHEMA_VERSION = 7  # changed only together with a new migration in mcgs/storage/migrations/versions
 
 def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
@@ -84,6 +84,9 @@ class NodeModel(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     role: Mapped[str] = mapped_column(String(32), default="candidate", server_default="candidate")
     fidelity: Mapped[float] = mapped_column(Float, default=1.0, server_default="1.0")
+    peak_rss_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    peak_gpu_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[_dt.datetime] = mapped_column(default=utcnow)
     started_at: Mapped[_dt.datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[_dt.datetime | None] = mapped_column(nullable=True)
