@@ -25,7 +25,7 @@ import networkx as nx
 
 from mcgs.branches import Expansion, live_children
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import COST_PARAMS, default_config, family, mutate_params
+from mcgs.coders.recipe_config import COST_PARAMS, TABLE_BASE, default_config, family, mutate_params
 from mcgs.cost_model import OVERHEAD_S, CostModel, cost_model_from_nodes
 from mcgs.graph import node, nodes_by_seq
 from mcgs.knowledge_base import KnowledgeEntry, rank_entries
@@ -71,12 +71,15 @@ def affordable(config: dict[str, Any], entry: KnowledgeEntry, costs: CostModel, 
     ``iterations``, ``max_iter``) are cut in proportion (when by more than a tenth), not below their search space's low end,
     and a boosting learning rate is raised by the same factor (within its range) so the
     ensemble learns as much per program (FLAML likewise starts from low-cost configurations:
-    Wu et al., *Frugal Optimization for Cost-related Hyperparameters*, AAAI 2021).
+    Wu et al., *Frugal Optimization for Cost-related Hyperparameters*, AAAI 2021). An image
+    network's config is left as it is: its program cuts its own batches to its time limit.
 
     Returns:
         ``(config, note)``: a copy of ``config`` when changed, else ``config`` itself; ``note``
         says what changed and why ("" when nothing did).
     """
+    if entry.recipe is not None and entry.recipe.base != TABLE_BASE:
+        return config, ""  # a network's program sizes its own training to its time limit (MCGS_TIME_LIMIT_S)
     predicted = costs.predict_s(config)
     target = DRAFT_LIMIT_SHARE * limit_s
     space = entry.recipe.space if entry.recipe else {}
