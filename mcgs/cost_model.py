@@ -160,8 +160,10 @@ class CostModel:
         media = self.profile.get("media")
         if not media:
             return 0.0
+        from mcgs.media import commonest_size
+
         n = (self.profile.get("n_train") or 0) * fidelity + (self.profile.get("n_test") or 0)
-        w, h = (int(v) for v in next(iter(media.get("sizes") or {}), "32x32").split("x"))
+        w, h = commonest_size(media)
         return n * (IMAGE_READ_S + IMAGE_READ_S_PER_MPX * w * h / 1e6)
 
     def _network_prior_s(self, entry, config: dict[str, Any], fidelity: float) -> float:
@@ -170,11 +172,10 @@ class CostModel:
         entry's default width and epochs, growing with the pixels (at most the program's resize
         size), the width squared (a convolution's work), the epochs, the seeds and the folds."""
         from mcgs.coders.recipe_config import MAX_IMAGE_SIZE
+        from mcgs.media import commonest_size
 
         p = self.profile
-        media = p.get("media") or {}
-        side = max((int(v) for v in next(iter(media.get("sizes") or {}), "32x32").split("x")), default=32)
-        side = min(side, MAX_IMAGE_SIZE)
+        side = min(max(commonest_size(p.get("media"))), MAX_IMAGE_SIZE)
         params, defaults = config.get("params", {}), entry.recipe.params
         width = float(params.get("width", defaults.get("width", 16))) / float(defaults.get("width", 16) or 16)
         epochs = float(params.get("epochs", defaults.get("epochs", 1))) / float(defaults.get("epochs", 1) or 1)

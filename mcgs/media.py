@@ -40,6 +40,7 @@ __all__ = [
     "detect_media",
     "check_media",
     "describe_media",
+    "commonest_size",
 ]
 
 #: File name endings read as images (case-insensitive).
@@ -294,6 +295,16 @@ def detect_media(data_dir: Path, train, test, *, declared: dict | None, tables: 
                              f"{'/' + src.prefix if src.prefix else ''} does not hold (e.g. {', '.join(map(repr, missing[:5]))}); "
                              f"add the files or drop those rows")
     return MediaSpec(column=column, train=sources["train"], test=sources["test"])
+
+
+def commonest_size(media_profile: dict[str, Any] | None, default: tuple[int, int] = (32, 32)) -> tuple[int, int]:
+    """``(width, height)`` of the commonest image size in a profile's ``media`` entry
+    (:func:`describe_media`), or ``default`` without one."""
+    sizes = (media_profile or {}).get("sizes") or {}
+    if not sizes:
+        return default
+    w, h = next(iter(sizes)).split("x")
+    return int(w), int(h)
 
 
 def _open_image(data: bytes, decode: bool):

@@ -244,7 +244,7 @@ def _names_image_files(data_dir: Path, sample_file: str | None) -> bool:
     """Whether the sample submission's first column names image files (``0004be2c.jpg``)."""
     import pandas as pd
 
-    from mcgs.media import IMAGE_SUFFIXES
+    from mcgs.media import is_image_name
 
     if sample_file is None or not sample_file.endswith(".csv"):
         return False
@@ -252,7 +252,7 @@ def _names_image_files(data_dir: Path, sample_file: str | None) -> bool:
         head = pd.read_csv(data_dir / sample_file, nrows=20, dtype=str).iloc[:, 0]
     except Exception:  # unreadable: the usual checks report it
         return False
-    return len(head) > 0 and all(str(v).lower().endswith(IMAGE_SUFFIXES) for v in head)
+    return len(head) > 0 and all(is_image_name(v) for v in head)
 
 
 def _header(path: Path) -> list[str]:

@@ -19,8 +19,9 @@ from mcgs.profile import profile_task
 from mcgs.task import TaskSpec, load_task
 
 
-def run_recipe(spec: TaskSpec, config: dict[str, Any], folder: Path) -> tuple[Evaluation, str, tuple[str, ...]]:
-    """Render ``config`` for ``spec``, run it in a fresh workspace under ``folder`` and score it.
+def run_recipe(spec: TaskSpec, config: dict[str, Any], folder: Path, env: dict[str, str] | None = None) -> tuple[Evaluation, str, tuple[str, ...]]:
+    """Render ``config`` for ``spec``, run it in a fresh workspace under ``folder`` (with ``env``
+    as its whole environment when given) and score it.
 
     Returns:
         ``(evaluation, stdout, knowledge_ids)``; fails the test when the program exits non-zero.
@@ -32,7 +33,7 @@ def run_recipe(spec: TaskSpec, config: dict[str, Any], folder: Path) -> tuple[Ev
     run.mkdir(parents=True, exist_ok=True)
     inp = prepare_run_input(spec, run)
     ws = prepare_workspace(inp, folder / "ws", code)
-    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws), r.stdout, ids
 

@@ -307,16 +307,10 @@ def test_a_request_that_does_not_name_the_modality_becomes_an_image_task(tmp_pat
 
 
 def _run_config(spec, config: dict, folder: Path, time_limit_s: int | None = None):
-    from mcgs.coders.recipe_config import render_program
+    from recipe_runs import run_recipe
 
-    prof = profile_task(spec)
-    code, ids = render_program({"seed": 0} | config, title="test", plan="test", profile=prof)
-    inp = prepare_run_input(spec, folder / "run")
-    ws = prepare_workspace(inp, folder / "ws", code)
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"} | ({"MCGS_TIME_LIMIT_S": str(time_limit_s)} if time_limit_s else {})
-    r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws), r.stdout, ids
+    return run_recipe(spec, config, folder, env=env)
 
 
 def test_lightgbm_reads_the_images_through_their_features(tmp_path):

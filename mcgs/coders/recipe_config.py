@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from mcgs.contract import CONTRACT_VERSION
 from mcgs.knowledge_base import KnowledgeEntry, get_entry, retrieve, template_environment
+from mcgs.media import commonest_size
 from mcgs.node import FrozenNode
 from mcgs.profile import MAX_CATEGORIES, TEXT_MIN_WORDS
 
@@ -143,7 +144,6 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         ids.append("strategy.log_target")
     params = {k: _fmt(v) for k, v in config["params"].items()}
     media = profile.get("media") or {}
-    sizes = [int(v) for v in next(iter(media.get("sizes") or {}), "0x0").split("x")]
     code = template_environment().get_template(base).render(
         title=title,
         plan=plan,
@@ -159,7 +159,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         text_min_words=TEXT_MIN_WORDS,
         key_columns=repr(list(profile.get("key_columns", []))),
         float32=(profile.get("n_train") or 0) + (profile.get("n_test") or 0) >= FLOAT32_ROWS,
-        image_size=max(8, min(MAX_IMAGE_SIZE, max(sizes))),
+        image_size=max(8, min(MAX_IMAGE_SIZE, max(commonest_size(media, default=(0, 0))))),
         channels=1 if media.get("channels") == 1 else 3,
         orientation_free=bool(media.get("orientation_free")),
     )
