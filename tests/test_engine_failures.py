@@ -184,6 +184,8 @@ def test_a_run_of_an_older_schema_is_read_on_a_read_only_mount_without_migrating
     con = sqlite3.connect(run / "mcgs.db")
     con.execute("alter table nodes drop column role")  # as mcgs wrote it before roles (schema 4)
     con.execute("alter table nodes drop column fidelity")  # ... and before fidelities (schema 5)
+    for column in ("peak_rss_mb", "gpu", "peak_gpu_mb"):  # ... and before resources were recorded (schema 6)
+        con.execute(f"alter table nodes drop column {column}")
     con.execute("update alembic_version set version_num = '0003'")
     con.execute("update schema_info set value = '4' where key = 'schema_version'")
     con.commit()
