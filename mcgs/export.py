@@ -38,7 +38,7 @@ MODEL_FILE = "working/model.joblib"
 # import name -> distribution name, for requirements.txt
 _DISTRIBUTIONS = {
     "numpy": "numpy", "pandas": "pandas", "sklearn": "scikit-learn", "scipy": "scipy", "joblib": "joblib",
-    "lightgbm": "lightgbm", "catboost": "catboost", "xgboost": "xgboost",
+    "lightgbm": "lightgbm", "catboost": "catboost", "xgboost": "xgboost", "torch": "torch", "PIL": "pillow",
 }
 
 
@@ -78,14 +78,27 @@ def _keep_layout(output_path, raw):
     return output_path
 
 
-def predict(df, raw=False):
-    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame)."""
+def _media_env(input_path, images):
+    """MCGS_PREDICT_MEDIA for an image task: IMAGES (a folder or zip archive), by default the
+    folder holding the table to predict; nothing for a table task."""
+    if MEDIA_COLUMN is None:
+        return {}
+    where = Path(images) if images else Path(input_path).resolve().parent
+    if not where.exists():
+        raise RuntimeError(f"--images {where}: no such folder or zip archive (it holds the files the column {MEDIA_COLUMN!r} names)")
+    return {"MCGS_PREDICT_MEDIA": str(where.resolve())}
+
+
+def predict(df, raw=False, images=None):
+    """Predictions for a pandas DataFrame with the test table's columns (a DataFrame); for an
+    image task, IMAGES is the folder or zip archive of the files its image column names
+    (default: the working directory)."""
     import pandas as pd
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "input.csv"
         df.to_csv(src, index=False)
-        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw))
+        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw, images=images or (os.getcwd() if MEDIA_COLUMN else None)))
 
 
 def main():
@@ -93,9 +106,11 @@ def main():
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
+    if MEDIA_COLUMN is not None:
+        ap.add_argument("--images", help=f"folder or zip archive holding the files IN's column {MEDIA_COLUMN!r} names (default: IN's folder)")
     args = ap.parse_args()
     try:
-        print(predict_file(args.input, args.output, raw=args.raw))
+        print(predict_file(args.input, args.output, raw=args.raw, images=getattr(args, "images", None)))
     except (RuntimeError, OSError) as exc:
         sys.exit(str(exc))
 
@@ -109,7 +124,7 @@ PREDICT_PY = '''#!/usr/bin/env python
 
     python predict.py IN.csv OUT.csv          # OUT in the submission format
     python predict.py IN.csv OUT.csv --raw    # OUT in the prediction-column layout (probabilities)
-
+{media_doc}
 or, from Python: ``from predict import predict; predict(dataframe)``. IN has the columns of the
 task's test table. Needs only the packages in requirements.txt (not mcgs).
 """
@@ -121,13 +136,15 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+MEDIA_COLUMN = {media!r}  # an image task's column of file names, else None
 
 
-def predict_file(input_path, output_path, raw=False):
+def predict_file(input_path, output_path, raw=False, images=None):
     """Run the node's program in predict mode on a CSV (or JSON) table; write OUTPUT_PATH."""
     output_path = Path(output_path).resolve()
     env = {{**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": str(HERE / "working" / "model.joblib"),
-           "MCGS_PREDICT_INPUT": str(Path(input_path).resolve()), "MCGS_PREDICT_OUTPUT": str(output_path)}}
+           "MCGS_PREDICT_INPUT": str(Path(input_path).resolve()), "MCGS_PREDICT_OUTPUT": str(output_path),
+           **_media_env(input_path, images)}}
     res = subprocess.run([sys.executable, "solution.py"], cwd=HERE, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError("prediction failed:\\n" + res.stderr[-3000:])
@@ -141,7 +158,7 @@ own fitted models, then the ensemble's program blends them with the weights of t
 
     python predict.py IN.csv OUT.csv          # OUT in the submission format
     python predict.py IN.csv OUT.csv --raw    # OUT in the prediction-column layout
-
+{media_doc}
 or, from Python: ``from predict import predict; predict(dataframe)``. Needs only the packages in
 requirements.txt (not mcgs).
 """
@@ -155,6 +172,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MEMBERS = {members!r}
+MEDIA_COLUMN = {media!r}  # an image task's column of file names, else None
 
 
 def _run(cwd, env):
@@ -163,8 +181,9 @@ def _run(cwd, env):
         raise RuntimeError(f"prediction failed in {{cwd}}:\\n" + res.stderr[-3000:])
 
 
-def predict_file(input_path, output_path, raw=False):
+def predict_file(input_path, output_path, raw=False, images=None):
     """Predict a CSV (or JSON) table with every member, blend, and write OUTPUT_PATH."""
+    media = _media_env(input_path, images)
     input_path, output_path = str(Path(input_path).resolve()), Path(output_path).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -173,7 +192,7 @@ def predict_file(input_path, output_path, raw=False):
             member = HERE / "members" / name
             out = tmp / (name + ".csv")
             _run(member, {{**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": str(member / "working" / "model.joblib"),
-                          "MCGS_PREDICT_INPUT": input_path, "MCGS_PREDICT_OUTPUT": str(out)}})
+                          "MCGS_PREDICT_INPUT": input_path, "MCGS_PREDICT_OUTPUT": str(out), **media}})
             work = tmp / "members" / name / "working"
             work.mkdir(parents=True)
             shutil.copyfile(member / "working" / "oof.csv", work / "oof.csv")
@@ -245,7 +264,8 @@ def _requirements(code: str, versions: dict[str, str]) -> str:
                 version = metadata.version(dist)
             except metadata.PackageNotFoundError:
                 version = None
-        lines.append(f"{dist}=={version}" if version else dist)
+        # a local build label (2.13.0+cpu) names no release on the package index: the release it builds
+        lines.append(f"{dist}=={version.split('+')[0]}" if version else dist)
     return "\n".join(lines) + "\n"
 
 
@@ -285,6 +305,7 @@ def _predict_ms_per_row(run, folder: Path, node) -> float:
         ExportError: the program fails in predict mode (its error is named).
     """
     from mcgs.candidate_files import remove_tree
+    from mcgs.contract import test_table_name
     from mcgs.sandbox import Outcome, run_program
 
     members = len(node.config.get("weights", {})) if node.operator.value == "ensemble" else 1
@@ -294,7 +315,7 @@ def _predict_ms_per_row(run, folder: Path, node) -> float:
         shutil.copytree(folder, ws, symlinks=True)
         (ws / "measure").mkdir()
         limits = run.sandbox_limits(run.settings.per_run_timeout_s * max(1, members), threads=run.settings.cpu_threads)
-        res = run_program(ws, "predict.py", limits, args=[f"input/{run.task.test_file}", "measure/out.csv"])
+        res = run_program(ws, "predict.py", limits, args=[f"input/{test_table_name(run.task)}", "measure/out.csv", *_test_media_arg(run)])
     finally:
         remove_tree(ws)
     if res.outcome is not Outcome.OK:
@@ -362,9 +383,30 @@ def _write_folder(run, node, dest: Path, shared_input: Path | None = None) -> No
         _copy_input(run, dest)
     else:
         (dest / "input").symlink_to(os.path.relpath(shared_input, dest), target_is_directory=True)
-    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=run.task.name) + _PREDICT_TAIL)
+    (dest / "predict.py").write_text(PREDICT_PY.format(seq=node.seq, task=run.task.name, **_media_fields(run)) + _PREDICT_TAIL)
     (dest / "train.py").write_text(TRAIN_PY.format(seq=node.seq))
     (dest / "requirements.txt").write_text(_requirements(node.code, run.record.package_versions))
+
+
+def _media_fields(run) -> dict[str, Any]:
+    """The image column (or None) and the usage line of ``--images`` for a ``predict.py``."""
+    media = run.task.media
+    if media is None:
+        return {"media": None, "media_doc": ""}
+    return {"media": media.column, "media_doc": f"    python predict.py IN.csv OUT.csv --images DIR   # the files IN's column {media.column!r} "
+                                                 "names are in DIR, a folder or .zip (default: IN's folder)\n"}
+
+
+def _test_media_arg(run) -> list[str]:
+    """``predict.py``'s ``--images`` for the run's own test table (its files in ``input/``)."""
+    media = run.task.media
+    if media is None:
+        return []
+    src = media.test
+    where = "input" if src.path == "." else f"input/{src.path}"
+    if not src.is_zip and src.prefix:
+        where = f"{where}/{src.prefix.rstrip('/')}"
+    return ["--images", where]
 
 
 def _skip_reason(ws: Path) -> str | None:
@@ -406,7 +448,7 @@ def _write_ensemble_folder(run, node, dest: Path) -> None:
             raise ExportError(f"ensemble node {node.seq} cannot be exported: member {member.seq}: {exc}") from None
         names.append(name)
         code += member.code + "\n"
-    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=run.task.name, members=names) + _PREDICT_TAIL)
+    (dest / "predict.py").write_text(ENSEMBLE_PREDICT_PY.format(seq=node.seq, task=run.task.name, members=names, **_media_fields(run)) + _PREDICT_TAIL)
     (dest / "train.py").write_text(ENSEMBLE_TRAIN_PY.format(seq=node.seq, members=names))
     (dest / "requirements.txt").write_text(_requirements(code, run.record.package_versions))
 
@@ -454,7 +496,8 @@ def _card(run, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note:
     for step in _lineage(run, node):
         score = "" if step["score"] is None else f"{step['score']:.6g}"
         lines.append(f"| {step['node']} | {step['operator']} | {score} | {step['plan'].replace('|', '/')} |")
-    lines += ["", "## Use", "", "```", "pip install -r requirements.txt", "python predict.py new_rows.csv predictions.csv",
+    images = f" --images new_images/   # the files column {task.media.column!r} names" if task.media is not None else ""
+    lines += ["", "## Use", "", "```", "pip install -r requirements.txt", "python predict.py new_rows.csv predictions.csv" + images,
               "python train.py        # optional: refit on all training rows", "```", "",
               "`predict.py` and `train.py` run the node's program, which a search wrote, as an ordinary process with your "
               "permissions, network and environment: mcgs ran it (search, and the measurements above) only inside its sandbox, "
@@ -533,9 +576,6 @@ def export_node(run, out_dir: str | Path, node_seq: int | None = None) -> Export
     from mcgs.snapshot import detailed_snapshot
 
     run = detailed_snapshot(run, ExportError)
-    if run.task.media is not None:
-        raise ExportError(f"task {run.task.name!r} is an image task: exporting its nodes (predicting new images with their fitted "
-                          f"models) is not supported yet; its submission is in the run's best/ folder")
     # absolute: the exported programs are run with the export folder as working directory
     out_dir = Path(out_dir).absolute()
     _check_destination(run, out_dir)

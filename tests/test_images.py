@@ -353,10 +353,52 @@ def test_the_search_drafts_both_kinds_on_an_image_task(tmp_path):
     assert {"model.lightgbm", "model.image_cnn"} <= {n.config["model"] for n in drafts}  # the ResNet needs 500 rows
     assert all(n.is_valid for n in drafts), [(n.seq, n.error) for n in drafts if not n.is_valid]
     assert (tmp_path / "run" / "best" / "submission.csv").is_file()
-    from mcgs.export import ExportError, export_node
+    _exports_predict_new_images(search, drafts, tmp_path)
 
-    with pytest.raises(ExportError, match="is an image task: exporting its nodes .* is not supported yet"):
-        export_node(search, tmp_path / "model")
+
+def _predict(folder: Path, *args: str) -> None:
+    r = subprocess.run([sys.executable, "predict.py", *args], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _exports_predict_new_images(search, drafts, tmp_path: Path) -> None:
+    """Each draft (image features + LightGBM, CNN) exported: predict.py reproduces the run's test
+    predictions from the run's own files, predicts new images from a zip that holds them in a
+    folder of its own, and the CNN's train.py refits on every training row."""
+    from sklearn.metrics import roc_auc_score
+
+    from mcgs.export import export_node
+
+    new = tmp_path / "new"
+    new.mkdir()
+    names, value, label = _labelled(60, seed=7)
+    names = [f"new_{n}" for n in names]
+    with zipfile.ZipFile(new / "pics.zip", "w") as z:
+        for name, v in zip(names, value):
+            z.writestr(f"batch/{name}", _png(int(v)))
+    pd.DataFrame({"image": names}).to_csv(new / "rows.csv", index=False)
+    for node in drafts:
+        res = export_node(search, tmp_path / f"model{node.seq}", node_seq=node.seq)
+        folder = res.path
+        assert res.measurements["ms_per_row"] > 0 and "--images" in (folder / "predict.py").read_text()
+        assert "torch" in (folder / "requirements.txt").read_text() or node.config["model"] == "model.lightgbm"
+        _predict(folder, "input/test.csv", "own.csv", "--raw", "--images", "input/images")
+        run_pred = pd.read_csv(search.node_dir(node) / "working" / "test_pred.csv")
+        np.testing.assert_allclose(pd.read_csv(folder / "own.csv")["label"], run_pred["label"], atol=1e-5)
+        _predict(folder, str(new / "rows.csv"), "new.csv", "--images", str(new / "pics.zip"))
+        sub = pd.read_csv(folder / "new.csv")
+        assert list(sub.columns) == ["image", "label"] and sub["image"].tolist() == names
+        assert roc_auc_score(label, sub["label"]) > 0.8, node.config["model"]
+        if node.config["model"] == "model.image_cnn":
+            r = subprocess.run([sys.executable, "train.py"], cwd=folder, capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr[-3000:]
+            _predict(folder, str(new / "rows.csv"), "refit.csv", "--images", str(new / "pics.zip"))
+            refit = pd.read_csv(folder / "refit.csv")["label"]
+            assert roc_auc_score(label, refit) > 0.8 and not np.allclose(refit, sub["label"])
+    # an image missing from the folder named: the file and where it was looked for
+    pd.DataFrame({"image": ["absent.png"]}).to_csv(new / "absent.csv", index=False)
+    r = subprocess.run([sys.executable, "predict.py", str(new / "absent.csv"), "x.csv"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "absent.png" in r.stderr and str(new) in r.stderr
 
 
 def test_the_llm_coder_is_told_the_modality_and_where_the_files_are(tmp_path):
