@@ -9,7 +9,9 @@ other; the engine scores each on its OOF rows and the held-out answers grade its
 table reports CV score, held-out score and run time of both. Used for early stopping inside the
 training fold (docs/results/early_stopping.md) and for the refit on all of a fold's rows after it
 (docs/results/fold_refit.md), and for target encoding inside the folds
-(docs/results/target_encoding.md).
+(docs/results/target_encoding.md). With ``--scale-params`` the two sides are a model's base
+defaults and its defaults for the task's rows (the entry's ``scale_params``,
+docs/results/scale_params.md).
 
 Usage (from the repository root; the suite built by experiments/suite.py)::
 
@@ -60,9 +62,10 @@ def _render(config: dict, profile: dict, recipes: Path | None) -> str:
 
 
 def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None, work: Path, timeout_s: float,
-            feature: tuple[str, bool] | None = None) -> dict:
+            feature: tuple[str, bool] | None = None, base_params: bool = False) -> dict:
     """Run the default config of ``model`` on one task in the sandbox (with ``feature`` = (flag,
-    on) set in it); CV and held-out scores."""
+    on) set in it; with ``base_params``, the entry's defaults without its ``scale_params``); CV
+    and held-out scores."""
     from mcgs.coders.recipe_config import default_config
     from mcgs.contract import prepare_run_input, prepare_workspace
     from mcgs.evaluation import OutputError, TaskLabels, evaluate_workspace
@@ -74,6 +77,10 @@ def run_one(task_dir: Path, answers_dir: Path, model: str, recipes: Path | None,
     spec = load_task(task_dir)
     profile = profile_task(spec)
     config = default_config(f"model.{model}", profile) | {"seed": 0}
+    if base_params:
+        from mcgs.knowledge_base import get_entry
+
+        config["params"] = dict(get_entry(f"model.{model}").recipe.params)
     if feature is not None:
         config["features"][feature[0]] = feature[1]
     code = _render(config, profile, recipes)
@@ -99,7 +106,8 @@ def render_report(rows: list[dict], args) -> str:
 
     a, b = args.labels.split(",")
     variants = (f"with the working tree's templates and the feature block `{args.feature}` off ({a}), then on ({b})"
-                if args.feature else f"with the recipe templates of {args.before} ({a}) and with the working tree's ({b})")
+                if args.feature else f"with the entry's base defaults ({a}) and its defaults for the task's rows, `scale_params` ({b})"
+                if args.scale_params else f"with the recipe templates of {args.before} ({a}) and with the working tree's ({b})")
     lines = [f"| task | model | metric | {a}: CV / held-out | {b}: CV / held-out | held-out ratio (> 1 = {b} better) "
              f"| run time (s): {a} / {b} |", "|---|---|---|---|---|---|---|"]
     better = worse = 0
@@ -122,7 +130,7 @@ def render_report(rows: list[dict], args) -> str:
         f"Held-out score better with {b} on {better} of {better + worse} tasks, worse on {worse}; total run time "
         f"{times[1]:.1f} s against {times[0]:.1f} s ({times[1] / max(times[0], 1e-9):.2f}x).", "",
         f"Command: `python experiments/recipe_ab.py --suite SUITE "
-        f"{f'--feature {args.feature}' if args.feature else f'--before {args.before}'} --labels \"{args.labels}\" "
+        f"{f'--feature {args.feature}' if args.feature else '--scale-params' if args.scale_params else f'--before {args.before}'} --labels \"{args.labels}\" "
         f"--title \"{args.title}\" --tasks {args.tasks} --models {args.models} --work WORK --report {args.report}`",
     ]) + "\n"
 
@@ -133,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--before", help="Git revision whose recipe templates are compared with the working tree's.")
     which.add_argument("--feature", help="A feature block's config flag (e.g. target_encoding): off against on, the working tree's templates.")
+    which.add_argument("--scale-params", action="store_true", help="A model's base defaults against its defaults for the task's rows (scale_params).")
     parser.add_argument("--labels", default="before,after", help="Names of the two variants, the revision's first, comma-separated.")
     parser.add_argument("--title", default="Recipe templates: a revision against the working tree", help="The report's title.")
     parser.add_argument("--tasks", required=True, help="Comma-separated suite task names.")
@@ -144,12 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         before = _templates_at(args.before, Path(tmp)) if args.before else None
-        sides = ((before, None), (None, None)) if args.before else ((None, (args.feature, False)), (None, (args.feature, True)))
+        if args.before:
+            sides = ((before, None, False), (None, None, False))
+        elif args.scale_params:
+            sides = ((None, None, True), (None, None, False))
+        else:
+            sides = ((None, (args.feature, False), False), (None, (args.feature, True), False))
         for task in args.tasks.split(","):
             for model in args.models.split(","):
-                for label, (recipes, feature) in zip(args.labels.split(","), sides):
+                for label, (recipes, feature, base_params) in zip(args.labels.split(","), sides):
                     work = args.work / task / model / label.replace(" ", "_")
-                    row = run_one(args.suite / "tasks" / task, args.suite / "answers", model, recipes, work, args.timeout, feature)
+                    row = run_one(args.suite / "tasks" / task, args.suite / "answers", model, recipes, work, args.timeout, feature, base_params)
                     row.update(task=task, model=model, variant=label)
                     print(json.dumps(row), flush=True)
                     rows.append(row)

@@ -48,6 +48,15 @@ class ParamRange(BaseModel):
     int: bool = False
 
 
+class ScaleParams(BaseModel):
+    """Defaults of a model for larger data: from ``min_rows`` training rows, ``params`` replace
+    the entry's defaults (a recipe's ``scale_params``; the last that applies wins)."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_rows: int = Field(gt=0)
+    params: dict[str, Any]
+
+
 class Recipe(BaseModel):
     """How the offline recipe coder uses an entry.
 
@@ -57,6 +66,7 @@ class Recipe(BaseModel):
         priority: Lower = tried earlier by Draft (models).
         relative_cost: Rough training cost relative to LightGBM defaults (1.0).
         params / space: Default parameters and their search ranges (models).
+        scale_params: Defaults for larger data (:class:`ScaleParams`), in rising ``min_rows``.
         flag / default / value: The config switch a feature or strategy entry controls.
         always: The block is part of every program.
         interpretable: The fitted model is one a person can inspect (coefficients, neighbours);
@@ -83,6 +93,7 @@ class Recipe(BaseModel):
     relative_cost: float = 1.0
     params: dict[str, Any] = Field(default_factory=dict)
     space: dict[str, ParamRange] = Field(default_factory=dict)
+    scale_params: list[ScaleParams] = Field(default_factory=list)
     flag: str | None = None
     default: Any = None
     value: Any = None

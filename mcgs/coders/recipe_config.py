@@ -89,19 +89,24 @@ def _fmt(v: Any) -> Any:
 
 
 def default_config(model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
-    """The default config of a model entry: its default params and default feature blocks.
+    """The default config of a model entry: its default params (with its ``scale_params`` for
+    the profile's training rows) and default feature blocks.
 
     Raises:
         KeyError: unknown model entry id.
     """
     entry = get_entry(model_id)
+    params = dict(entry.recipe.params)
+    for scale in entry.recipe.scale_params:
+        if (profile.get("n_train") or 0) >= scale.min_rows:
+            params.update(scale.params)
     feats = feature_entries(profile)
     features = {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER}
     if model_id in READS_TEXT:
         features["text_content"] = False
     return {
         "model": model_id,
-        "params": dict(entry.recipe.params),
+        "params": params,
         "features": features,
         "n_seeds": 1,
         "log_target": profile.get("metric") in ("rmsle", "mean_column_rmsle"),
