@@ -235,3 +235,15 @@ def test_grading_names_missing_test_nodes(tmp_path):
         grade_protocol("cora", tmp_path / "sub.csv", tmp_path / "answers.csv")
     with pytest.raises(ProtocolError, match="unknown protocol 'pubmed'; registered: citeseer, cora"):
         grade_protocol("pubmed", tmp_path / "sub.csv", tmp_path / "answers.csv")
+
+
+def test_a_request_on_a_folder_with_an_edge_list_becomes_a_graph_task(tmp_path):
+    from mcgs.request import task_from_request
+
+    folder, _ = graph_task(tmp_path / "data")
+    (folder / "task.yaml").unlink()  # the request alone says what to do
+    spec, parsed = task_from_request("Classify the papers by topic from the citation graph; accuracy.", folder, tmp_path / "task")
+    assert spec.graph is not None and spec.graph.nodes == "nodes.csv" and spec.graph.n_nodes == 300
+    assert spec.validation.kind == "predefined" and spec.validation.fold_column == "fold"
+    assert spec.target_columns == ["label"] and spec.metric == "accuracy" and spec.id_column == "node"
+    assert any("graph task" in n for n in parsed.notes) and profile_task(spec)["modality"] == "graph"
