@@ -175,7 +175,7 @@ def test_the_search_on_a_graph_task_drafts_graph_models_and_hands_in_a_submissio
     from mcgs.settings import SearchSettings
 
     folder, answers = graph_task(tmp_path / "t")
-    settings = SearchSettings(time_budget_s=600, max_nodes=5, seed=0, plan_candidates=0, cpu_threads=1)
+    settings = SearchSettings(time_budget_s=600, max_nodes=5, seed=0, cpu_threads=1)  # plans screened first
     search = create_search(load_task(folder), tmp_path / "run", settings=settings)
     search.run()
     drafts = {n.config.get("model"): n for n in search.nodes() if n.operator.value == "draft"}
@@ -247,3 +247,26 @@ def test_a_request_on_a_folder_with_an_edge_list_becomes_a_graph_task(tmp_path):
     assert spec.validation.kind == "predefined" and spec.validation.fold_column == "fold"
     assert spec.target_columns == ["label"] and spec.metric == "accuracy" and spec.id_column == "node"
     assert any("graph task" in n for n in parsed.notes) and profile_task(spec)["modality"] == "graph"
+
+
+def test_a_subsample_of_a_graph_task_keeps_every_node_of_the_graph(tmp_path):
+    """Screening and the low fidelities run on a row subsample; the rows left out stay in the graph
+    as unlabelled nodes, so the subsample loads, every edge joins known nodes and no label of a
+    row left out is written."""
+    from mcgs.screening import build_screen_task
+
+    folder, _ = graph_task(tmp_path / "t", n=900, n_val=400, n_test=400)  # 430 training rows, 400 test rows
+    spec = load_task(folder)
+    sub = build_screen_task(spec, tmp_path / "sub", max_rows=200, seed=0)
+    assert (sub.n_train, sub.n_test) == (200, 300)
+    nodes = pd.read_csv(sub.data_dir / sub.graph.nodes)
+    assert "label" not in nodes.columns and len(nodes) == 900 - 200 - 300
+    ids = set(pd.read_csv(sub.data_dir / sub.train_file)["node"]) | set(pd.read_csv(sub.data_dir / sub.test_file)["node"]) | set(nodes["node"])
+    edges = pd.read_csv(sub.data_dir / sub.graph.edges)
+    assert len(ids) == 900 and set(edges["source"]) | set(edges["target"]) <= ids
+    from recipe_runs import run_recipe
+
+    from mcgs.coders.recipe_config import default_config
+
+    ev, _, _ = run_recipe(sub, default_config("model.sgc", profile_task(spec)), tmp_path / "ws", env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert ev.score > 0.8
