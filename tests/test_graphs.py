@@ -270,3 +270,24 @@ def test_a_subsample_of_a_graph_task_keeps_every_node_of_the_graph(tmp_path):
 
     ev, _, _ = run_recipe(sub, default_config("model.sgc", profile_task(spec)), tmp_path / "ws", env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
     assert ev.score > 0.8
+
+
+def test_the_llm_prompt_of_a_wide_graph_task_keeps_its_graph_within_the_profile(tmp_path):
+    """A graph task of 1 500 feature columns: the prompt's profile shows 40 columns and counts the
+    rest, so the graph section (homophily) and the graph paragraph reach the model."""
+    from mcgs.coders import CoderRequest
+    from mcgs.coders.anthropic import AnthropicCoder, compact_profile
+    from mcgs.coders.recipe import RecipeCoder
+    from mcgs.llm import AnthropicClient
+    from mcgs.node import Operator
+    from mcgs.settings import SearchSettings
+
+    folder, _ = graph_task(tmp_path / "t", n_feat=1500)
+    spec = load_task(folder)
+    prof = profile_task(spec)
+    small = compact_profile(prof)
+    assert len(small["columns"]) == 41 and small["columns"]["..."] == "1460 more columns: 1460 numeric"
+    settings = SearchSettings(coder="anthropic")
+    coder = AnthropicCoder(settings, fallback=RecipeCoder(), client=AnthropicClient(settings.llm, api_key="test-key"))
+    text = coder.system_prompt(CoderRequest(operator=Operator.DRAFT, task=spec, profile=prof))
+    assert "label_homophily" in text and "# The graph of this task" in text and "input/edges.csv" in text
