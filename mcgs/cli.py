@@ -31,6 +31,8 @@ from mcgs.settings import format_duration, setting_choices, setting_default
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
 mlebench_app = typer.Typer(no_args_is_help=True, help="Prepare and grade MLE-bench competitions offline.")
 app.add_typer(mlebench_app, name="mlebench")
+protocol_app = typer.Typer(no_args_is_help=True, help="Prepare and grade research data sets with their published protocol (cora, citeseer).")
+app.add_typer(protocol_app, name="protocol")
 
 class _Console(Console):
     """A rich Console that goes quiet when its reader goes away (``mcgs run ... | head``):
@@ -739,6 +741,35 @@ def mlebench_grade(
     for k, v in d.items():
         t.add_row(k, str(v))
     out.print(t)
+
+
+@protocol_app.command("prepare")
+def protocol_prepare(
+    name: str = typer.Argument(..., help="Protocol: cora or citeseer."),
+    raw: Path = typer.Option(..., help="The data set's raw folder, e.g. ../shared/data/cora/raw."),
+    out_dir: Path = typer.Option(..., "--out", help="Writes OUT/task (the task folder) and OUT/answers.csv."),
+) -> None:
+    """Prepare a data set as a task folder with its published split; the answers go beside it."""
+    with _user_errors():
+        from mcgs.protocols import prepare_protocol
+
+        task_dir = prepare_protocol(name, raw, out_dir)
+    out.print(f"prepared {name}: task folder {task_dir}, answers {out_dir / 'answers.csv'} (keep them out of the task folder)")
+
+
+@protocol_app.command("grade")
+def protocol_grade(
+    name: str = typer.Argument(..., help="Protocol: cora or citeseer."),
+    submission: Path = typer.Argument(..., help="submission.csv to grade (e.g. RUN_DIR/best/submission.csv)."),
+    answers: Path = typer.Option(..., help="answers.csv written by `mcgs protocol prepare`."),
+) -> None:
+    """Score a submission on the protocol's test rows with its metric."""
+    with _user_errors():
+        from mcgs.protocols import get_protocol, grade_protocol
+
+        score = grade_protocol(name, submission, answers)
+        metric = get_protocol(name).metric
+    out.print(f"{name}: {metric} {score:.4f}")
 
 
 @mlebench_app.command("campaign")

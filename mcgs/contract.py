@@ -41,7 +41,7 @@ __all__ = [
     "WEIGHT_FILES",
 ]
 
-CONTRACT_VERSION = "1.3"
+CONTRACT_VERSION = "1.4"
 OOF_PATH = "working/oof.csv"
 TEST_PRED_PATH = "working/test_pred.csv"
 SUBMISSION_PATH = "submission/submission.csv"
@@ -74,6 +74,21 @@ class MediaInfo(BaseModel):
     column: str
     train: MediaSourceInfo
     test: MediaSourceInfo
+
+
+class GraphInfo(BaseModel):
+    """The graph of a graph task (added in 1.4): the rows of the training and test tables are
+    its nodes, keyed by ``id_column``; ``edges`` is a CSV of one edge per line (columns
+    ``source`` and ``target``, node ids); ``nodes`` a CSV of the graph's other nodes (the test
+    table's columns, no label), or None."""
+
+    model_config = ConfigDict(extra="forbid")
+    edges: str
+    nodes: str | None = None
+    id_column: str
+    source: str
+    target: str
+    directed: bool = False
 
 
 class ValidationInfo(BaseModel):
@@ -119,6 +134,8 @@ class TaskJson(BaseModel):
         media: For a task made of files (an image per row): the column naming each row's file
             and where the training and test rows' files are (:class:`MediaInfo`); None for a
             table task. Added in 1.3.
+        graph: For a graph task, its edge list and other nodes (:class:`GraphInfo`); None
+            otherwise. Added in 1.4.
         validation: Fold scheme and rule.
         outputs: Required output paths.
     """
@@ -143,6 +160,7 @@ class TaskJson(BaseModel):
     text_columns: list[str] = []
     extra_files: list[str] = []
     media: MediaInfo | None = None
+    graph: GraphInfo | None = None
     validation: ValidationInfo
     outputs: OutputsInfo = OutputsInfo()
 
@@ -153,6 +171,7 @@ _RULES = {
     "group_kfold": "for each fold k >= 0: fit on rows with fold != k, predict rows with fold == k",
     "time_split": "for each fold k >= 0: fit only on rows with fold == -1 or 0 <= fold < k (the past), predict rows with fold == k",
     "holdout": "fold 0 is the only validated fold: fit on rows with fold != 0 (fold -1 rows only ever train), predict rows with fold == 0",
+    "predefined": "the task's own split: for each fold k >= 0: fit on rows with fold != k (fold -1 rows only ever train), predict rows with fold == k",
 }
 
 
@@ -209,6 +228,9 @@ def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
         class_labels=spec.class_labels,
         positive_class=spec.positive_class,
         media=_media_info(spec),
+        graph=None if spec.graph is None else GraphInfo(
+            edges=f"input/{spec.graph.edges}", nodes=f"input/{spec.graph.nodes}" if spec.graph.nodes else None, id_column=spec.id_column,
+            source=spec.graph.source, target=spec.graph.target, directed=spec.graph.directed),
         validation=ValidationInfo(kind=spec.validation.kind or "kfold", n_splits=spec.validation.n_splits, rule=_RULES[spec.validation.kind or "kfold"]),
     )
 
@@ -244,6 +266,8 @@ def make_folds(spec: TaskSpec, train) -> "Any":
     elif v.kind == "group_kfold":
         groups = train[v.group_column].astype(str).to_numpy()
         splits = GroupKFold(v.n_splits, shuffle=True, random_state=v.seed).split(idx, groups=groups)
+    elif v.kind == "predefined":
+        return pd.DataFrame({"row": idx, "fold": pd.to_numeric(train[v.fold_column]).astype(int).to_numpy()})
     elif v.kind == "time_split":
         order = np.argsort(parse_times(train[v.time_column], v.time_format).to_numpy(), kind="stable")
         chunks = np.array_split(order, v.n_splits + 1)

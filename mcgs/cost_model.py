@@ -81,6 +81,11 @@ IMAGE_READ_S_PER_MPX = 0.05
 #: program took 8.5 s per epoch of 11 340 such images on this project's 2-core machine
 #: (aerial-cactus-identification), 15 s per thousand images over its 20 epochs, over its 40.
 NETWORK_UNIT_S = 0.375
+#: Seconds of a graph network's program per million node-feature cells (nodes x features) per
+#: unit of the entry's ``relative_cost``, at its default epochs: model.appnp's default program
+#: (relative cost 6, 300 epochs) took about 24 s on Planetoid's Cora (2 708 nodes x 1 433
+#: features) on one of this project's cores, beside other work.
+GRAPH_UNIT_S = 1.0
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -132,6 +137,8 @@ class CostModel:
         entry = get_entry(config["model"])
         p = self.profile
         if entry.recipe is not None and entry.recipe.base != TABLE_BASE:
+            if p.get("graph"):
+                return self._graph_prior_s(entry, config)
             return self._network_prior_s(entry, config, fidelity)
         n = max(1.0, (p.get("n_train") or 1) * fidelity)
         rows = (n / 5000.0) ** ROW_EXPONENT.get(entry.id, 1.0)
@@ -182,6 +189,17 @@ class CostModel:
         n = max(1.0, (p.get("n_train") or 1) * fidelity) / 1000.0
         work = NETWORK_UNIT_S * entry.recipe.relative_cost * n * (side * side / 1024.0) * width**2 * epochs
         return OVERHEAD_S + self._image_read_s(fidelity) + work * float(config.get("n_seeds", 1)) * self.folds
+
+    def _graph_prior_s(self, entry, config: dict[str, Any]) -> float:
+        """The prior of a graph network's program (:data:`GRAPH_UNIT_S`): full-graph epochs, so
+        the work grows with the nodes times the features and the epochs, whatever the training
+        rows (every fold trains on the whole graph)."""
+        p = self.profile
+        params, defaults = config.get("params", {}), entry.recipe.params
+        epochs = float(params.get("epochs", defaults.get("epochs", 1))) / float(defaults.get("epochs", 1) or 1)
+        cells = p["graph"]["nodes"] * max(1, p.get("n_features") or 1) / 1e6
+        work = GRAPH_UNIT_S * entry.recipe.relative_cost * cells * epochs
+        return OVERHEAD_S + work * float(config.get("n_seeds", 1)) * self.folds
 
     def observe(self, config: dict[str, Any], actual_s: float, fidelity: float = 1.0) -> None:
         """Learn from a finished node: its config, its fidelity and its run time, seconds (> 0)."""

@@ -576,6 +576,9 @@ def export_node(run, out_dir: str | Path, node_seq: int | None = None) -> Export
     from mcgs.snapshot import detailed_snapshot
 
     run = detailed_snapshot(run, ExportError)
+    if run.task.graph is not None:
+        raise ExportError(f"task {run.task.name!r} is a graph task: exporting its nodes (predicting new nodes, which needs the graph "
+                          f"they join) is not supported yet; its submission is in the run's best/ folder")
     # absolute: the exported programs are run with the export folder as working directory
     out_dir = Path(out_dir).absolute()
     _check_destination(run, out_dir)

@@ -197,18 +197,21 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         * ``drift`` {column: statistic} and ``drifted_columns`` (statistic above
           :data:`DRIFT_THRESHOLD`, or above the KS critical value for small tables);
         * ``train_only_columns`` (never features) and ``leakage`` [{column, reason}];
-        * ``modality`` (``table`` or ``image``) and, for an image task, ``media``: the files'
+        * ``modality`` (``table``, ``image`` or ``graph``) and, for an image task, ``media``: the files'
           count, formats, modes, channels, sizes and sampled pixel statistics
           (:func:`mcgs.media.describe_media`) and ``orientation_free`` (:func:`orientation_free`);
-          the column naming the files is not a feature.
+          the column naming the files is not a feature; for a graph task, ``graph``: nodes,
+          edges, degrees and label homophily (:func:`mcgs.graph_task.describe_graph`).
     """
     train = read_table(spec.train_path)
     test = read_table(spec.test_path)
     # the id is not a feature, unless it is a timestamp (bike-sharing's datetime): then its
     # calendar parts are
     id_is_time = spec.id_column in train.columns and is_datetime_column(train[spec.id_column])
+    # nor are an image task's file names, nor a predefined split's fold column (the split itself,
+    # which every program reads from input/folds.csv)
     feats = [c for c in train.columns if c not in spec.target_columns and (c != spec.id_column or id_is_time)
-             and not (spec.media is not None and c == spec.media.column)]
+             and not (spec.media is not None and c == spec.media.column) and c != spec.validation.fold_column]
     train_only = [c for c in feats if c not in test.columns]
     feats = [c for c in feats if c in test.columns]
     kinds = {c: _kind(train[c], len(train)) for c in feats}
@@ -245,10 +248,14 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "train_only_columns": train_only,
         "leakage": _leakage(train, feats, kinds, spec, train_only),
         "constraints": spec.constraints.model_dump(),
-        "modality": "table" if spec.media is None else spec.media.kind,
+        "modality": spec.media.kind if spec.media is not None else "graph" if spec.graph is not None else "table",
     }
     if spec.media is not None:
         out["media"] = _media_profile(spec, train, test)
+    if spec.graph is not None:
+        from mcgs.graph_task import describe_graph
+
+        out["graph"] = describe_graph(spec.data_dir, spec.graph, spec.id_column, train, test, spec.target_columns[0])
     out.update(_target_profile(spec, train))
     return out
 

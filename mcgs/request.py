@@ -75,6 +75,9 @@ class TaskRequest(BaseModel):
     train_file: str | None = None
     test_file: str | None = None
     sample_submission_file: str | None = None
+    graph_edges: str | None = None
+    graph_nodes: str | None = None
+    fold_column: str | None = None
     constraints: RequestConstraints = RequestConstraints()
 
 
@@ -240,6 +243,44 @@ def _find_file(data_dir: Path, stem: str) -> str | None:
     return None
 
 
+#: Names of an edge list in a data folder (a graph task) and of the table of a graph's other nodes.
+EDGE_FILES = ("edges", "links", "cites", "edge_list")
+NODE_FILES = ("nodes",)
+#: Names of a training column holding a published split (folds, -1 for rows that only train).
+FOLD_COLUMNS = ("fold", "split_fold", "cv_fold")
+
+
+def _graph_files(data_dir: Path, req: TaskRequest, out: "ParsedRequest") -> None:
+    """A graph task's files, when the folder holds an edge list (``edges.csv``, ``links.csv``,
+    ``cites.csv``): the request's ``graph_edges`` and ``graph_nodes``, with a note."""
+    req.graph_edges = next((f for f in (_find_file(data_dir, stem) for stem in EDGE_FILES) if f and f.endswith(".csv")), None)
+    if req.graph_edges:
+        req.graph_nodes = next((f for f in (_find_file(data_dir, stem) for stem in NODE_FILES) if f and f.endswith(".csv")), None)
+        out.notes.append(f"graph task: the rows are nodes of the graph in {req.graph_edges}"
+                         + (f", with its other nodes in {req.graph_nodes}" if req.graph_nodes else ""))
+
+
+def _fold_column(req: TaskRequest, out: "ParsedRequest", train_table, label_candidates: list[str]) -> None:
+    """A published split: a training-only column named like a fold whose values are integers
+    >= -1 with a 0 among them becomes the validation (``predefined``) and is no label."""
+    for c in label_candidates:
+        if c.lower() not in FOLD_COLUMNS:
+            continue
+        values = train_table[c].dropna()
+        if len(values) == len(train_table) and pd_integer(values) and values.min() >= -1 and (values == 0).any():
+            req.fold_column = c
+            label_candidates.remove(c)
+            out.notes.append(f"validation: the training table's own split in {c!r} (-1 only trains, 0 and up are validated)")
+            return
+
+
+def pd_integer(values) -> bool:
+    """Whether a column's values are whole numbers."""
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(values) and bool((values == values.round()).all())
+
+
 def _names_image_files(data_dir: Path, sample_file: str | None) -> bool:
     """Whether the sample submission's first column names image files (``0004be2c.jpg``)."""
     import pandas as pd
@@ -343,6 +384,8 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         return out
     label_candidates = [c for c in train_cols if c not in test_cols]
     train_table = read_table(data_dir / req.train_file)
+    _graph_files(data_dir, req, out)
+    _fold_column(req, out, train_table, label_candidates)
     reading = None
     if reader is not None:
         from mcgs.llm import LLMError
@@ -583,7 +626,7 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
     from mcgs.media import is_file_source
 
     sources = [p.name for p in sorted(data_dir.iterdir()) if is_file_source(p)]  # an image task's folders and zips
-    for name in (req.train_file, req.test_file, req.sample_submission_file, *sources):
+    for name in (req.train_file, req.test_file, req.sample_submission_file, req.graph_edges, req.graph_nodes, *sources):
         if name:
             link = dest / name
             if link.is_symlink() or link.exists():  # a link from an earlier attempt may point elsewhere
@@ -606,6 +649,10 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
         cfg["no_id_column"] = True
     if req.time_column:
         cfg["validation"] = {"kind": "time_split", "time_column": req.time_column}
+    elif req.fold_column:
+        cfg["validation"] = {"kind": "predefined", "fold_column": req.fold_column}
+    if req.graph_edges:
+        cfg["graph"] = {"edges": req.graph_edges} | ({"nodes": req.graph_nodes} if req.graph_nodes else {})
     if req.constraints != RequestConstraints():
         cfg["constraints"] = req.constraints.model_dump(exclude_defaults=True)
     cfg["description"] = (prompt.strip() + "\n\n" + parsed.description.strip()).strip() if parsed.description != prompt else prompt

@@ -132,15 +132,40 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, keep
     _write_rows(spec.train_path, dest / spec.train_file, rows)
     _write_rows(spec.test_path, dest / spec.test_file, test_rows)
     _write_rows(spec.sample_submission_path, dest / spec.sample_submission_file, test_rows)
+    graph_update = {}
+    if spec.graph is not None:  # every node stays in the graph: the rows left out join its other nodes
+        graph_update = {"graph": _keep_graph_nodes(spec, dest, rows, test_rows)}
     for name in spec.extra_files:
         link = dest / name
-        if not link.exists():
+        if not link.exists() and not (spec.graph is not None and name == spec.graph.nodes):
             os.symlink(spec.data_dir / name, link)
     validation = spec.validation
     if validation.kind == "holdout" and not keep_holdout:  # a holdout of a small subsample is noisy: k folds there
         plain = "stratified_kfold" if spec.task_kind in ("binary", "multiclass") else "kfold"
         validation = validation.model_copy(update={"kind": plain, "n_splits": default_n_splits(len(rows))})
-    return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows), "validation": validation})
+    return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows), "validation": validation,
+                                   **graph_update, "extra_files": sorted((set(spec.extra_files) - {spec.graph.nodes}) | set(graph_update["graph"].files()))
+                                   if graph_update else spec.extra_files})
+
+
+#: The other-node table of a graph task's subsample (:func:`build_screen_task`).
+SUBSAMPLE_NODES = "subsample_nodes.csv"
+
+
+def _keep_graph_nodes(spec: TaskSpec, dest: Path, rows, test_rows):
+    """The graph of a graph task's row subsample: the training and test rows left out are written,
+    with the graph's other nodes, to ``dest/``:data:`SUBSAMPLE_NODES` (the test table's columns,
+    no label), so every edge still joins known nodes and propagation sees the whole graph."""
+    import numpy as np
+    import pandas as pd
+
+    cols = list(read_table(spec.test_path).columns)
+    parts = [read_table(spec.train_path).drop(index=np.asarray(rows)).reindex(columns=cols),
+             read_table(spec.test_path).drop(index=np.asarray(test_rows))]
+    if spec.graph.nodes:
+        parts.append(read_table(spec.data_dir / spec.graph.nodes)[cols])
+    pd.concat(parts, ignore_index=True).to_csv(dest / SUBSAMPLE_NODES, index=False)
+    return spec.graph.model_copy(update={"nodes": SUBSAMPLE_NODES})
 
 
 def run_screen(

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mcgs.graph_task import GraphError, GraphSetting, GraphSpec, check_graph
 from mcgs.media import MediaError, MediaSpec, check_media, detect_media, image_column
 from mcgs.metrics import UnknownMetricError, get_metric
 
@@ -57,12 +58,16 @@ class ValidationScheme(BaseModel):
             (rows sorted by ``time_column``; the first chunk is never validated) or ``holdout``
             (one fold of a (stratified) k-fold split is validated, the other rows only train;
             the default from :data:`HOLDOUT_ROWS` training rows, and for image tasks, where a
-            candidate trains one network rather than k).
+            candidate trains one network rather than k), or ``predefined`` (the training
+            table's ``fold_column`` gives each row's fold: -1 for rows that only ever train,
+            0, 1, ... for the validated folds; a published split such as Planetoid's).
         n_splits: Number of folds, >= 2 (for ``holdout``: the validated share is 1/n_splits).
             Left out: by the training rows (:data:`FOLDS_BY_ROWS`), 5 below 50 000 as in most
             Kaggle solutions.
         group_column: Required for ``group_kfold``.
         time_column: Required for ``time_split``.
+        fold_column: Required for ``predefined``: a training-table column of integer folds
+            (>= -1), absent from the test table; never a feature.
         time_format: How ``time_column`` is written, as a ``strftime`` format (``%d/%m/%Y``), or
             ``mixed`` to parse each value on its own; None: inferred from the first value (a
             column whose values do not all follow it is refused at load, naming examples).
@@ -72,10 +77,11 @@ class ValidationScheme(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["stratified_kfold", "kfold", "group_kfold", "time_split", "holdout"] | None = None
+    kind: Literal["stratified_kfold", "kfold", "group_kfold", "time_split", "holdout", "predefined"] | None = None
     n_splits: int | None = Field(None, ge=2, le=50)
     group_column: str | None = None
     time_column: str | None = None
+    fold_column: str | None = None
     time_format: str | None = None
     seed: int = 42
 
@@ -130,6 +136,7 @@ class _TaskYaml(BaseModel):
     sample_submission_file: str = "sample_submission.csv"
     extra_files: list[str] = []
     files: FilesSetting | None = None
+    graph: GraphSetting | None = None
     validation: ValidationScheme = ValidationScheme()
     constraints: TaskConstraints = TaskConstraints()
 
@@ -165,6 +172,8 @@ class TaskSpec(BaseModel):
             workspace's ``input/``.
         media: For a task made of files (an image per row), the column naming them and where
             they are (:class:`mcgs.media.MediaSpec`); None for a table task.
+        graph: For a graph task (the rows are nodes of a graph), its edge list and other
+            nodes (:class:`mcgs.graph_task.GraphSpec`); None otherwise.
         validation: The fold scheme.
         constraints: Deployment constraints from the request.
         n_train, n_test: Row counts.
@@ -193,6 +202,7 @@ class TaskSpec(BaseModel):
     echo_columns: list[str] = []
     extra_files: list[str] = []
     media: MediaSpec | None = None
+    graph: GraphSpec | None = None
     validation: ValidationScheme
     constraints: TaskConstraints = TaskConstraints()
     n_train: int
@@ -627,10 +637,17 @@ def _build_spec(
     else:
         sub_format = "label"
     media, extra = _media_files(data_dir, cfg, train, test, test_file, where, notes)
+    graph = None
+    if cfg.graph is not None:
+        try:
+            graph = check_graph(data_dir, cfg.graph, id_column, train, test, where)
+        except GraphError as exc:
+            raise TaskError(str(exc)) from None
+        extra = sorted(set(extra) | set(graph.files()))
     validation = cfg.validation
     if media is not None and validation.kind is None:  # one network per candidate, not k: a holdout
         validation = validation.model_copy(update={"kind": "holdout"})
-    val = _validation_plan(validation, train, target, kind, metric, where, cfg.train_file)
+    val = _validation_plan(validation, train, target, kind, metric, where, cfg.train_file, test_columns=list(test.columns))
     return TaskSpec(
         name=name,
         data_dir=data_dir.resolve(),
@@ -650,6 +667,7 @@ def _build_spec(
         echo_columns=echo,
         extra_files=extra,
         media=media,
+        graph=graph,
         validation=val,
         constraints=cfg.constraints,
         n_train=len(train),
@@ -772,7 +790,7 @@ def default_n_splits(n_rows: int) -> int:
     return next((k for bound, k in FOLDS_BY_ROWS if n_rows < bound), 3)
 
 
-def _validation_plan(val, train, target, kind: str, metric, where: str, train_file: str):
+def _validation_plan(val, train, target, kind: str, metric, where: str, train_file: str, test_columns: list[str] = ()):
     """task.yaml's ``validation`` with its kind filled in (stratified k-fold for classification,
     else k-fold), checked against the training table: the group or time column exists, a group
     k-fold has a group per fold, there are enough rows, and for stratified folds every class has
@@ -785,6 +803,11 @@ def _validation_plan(val, train, target, kind: str, metric, where: str, train_fi
         plain = "kfold" if metric.kind == "regression" or kind == "multilabel" else "stratified_kfold"
         holdout = len(train) >= HOLDOUT_ROWS and kind != "multilabel"
         val = val.model_copy(update={"kind": "holdout" if holdout else plain, "n_splits": val.n_splits or (5 if holdout else None)})
+    if val.kind == "predefined":
+        if val.fold_column in test_columns:
+            raise TaskError(f"{where}: validation.fold_column {val.fold_column!r} is also a column of the test table, where it "
+                            f"would be read as a feature; keep the folds in the training table only")
+        return _predefined_plan(val, train, target, kind, where, train_file)
     if val.n_splits is None:
         val = val.model_copy(update={"n_splits": default_n_splits(len(train)) if val.kind in ("kfold", "stratified_kfold") else 5})
     for split, key in (("group_kfold", "group_column"), ("time_split", "time_column")):
@@ -825,6 +848,39 @@ def _validation_plan(val, train, target, kind: str, metric, where: str, train_fi
                 f"validation.n_splits={val.n_splits}; set validation: {{n_splits: {smallest}}} in task.yaml"
             )
     return val
+
+
+def _predefined_plan(val, train, target, kind: str, where: str, train_file: str):
+    """A ``predefined`` validation checked: its fold column holds integers >= -1 with at least one
+    validated fold (>= 0), and each validated fold leaves training rows of at least two
+    classes (classification); ``n_splits`` is set to the number of validated folds.
+
+    Raises:
+        TaskError: naming the column, the offending values and the fix.
+    """
+    import pandas as pd
+
+    column = val.fold_column
+    if not column or column not in train.columns:
+        got = f" ({column!r} is not one)" if column else ""
+        raise TaskError(f"{where}: validation.kind predefined needs validation.fold_column naming a column of {train_file} "
+                        f"that gives each row's fold (-1: only trains; 0, 1, ...: validated){got}; columns: {list(train.columns)[:20]}")
+    folds = pd.to_numeric(train[column], errors="coerce")
+    bad = train[column][folds.isna() | (folds != folds.round()) | (folds < -1)]
+    if len(bad):
+        raise TaskError(f"{where}: validation.fold_column {column!r} of {train_file} must hold integers >= -1 (-1: only trains; "
+                        f"0, 1, ...: validated folds); {len(bad)} row(s) hold e.g. {bad.astype(str).head(3).tolist()}")
+    validated = sorted(int(k) for k in folds.unique() if k >= 0)
+    if not validated:
+        raise TaskError(f"{where}: validation.fold_column {column!r} of {train_file} has no validated row (fold 0 or above); "
+                        f"mark the rows to validate on with 0")
+    if kind in ("binary", "multiclass"):
+        for k in validated:
+            fit_classes = train.loc[(folds != k).to_numpy(), target[0]].nunique()
+            if fit_classes < 2:
+                raise TaskError(f"{where}: validated fold {k} of {column!r} leaves training rows of a single class of {target[0]!r}; "
+                                f"each fold needs rows of at least two classes outside it")
+    return val.model_copy(update={"n_splits": max(2, len(validated))})
 
 
 def _extra_files(data_dir: Path, cfg: _TaskYaml, where: str) -> list[str]:

@@ -36,8 +36,10 @@ def test_the_user_guide_examples_are_valid_task_yaml_and_settings():
     from mcgs.task import _TaskYaml
 
     guide = REPO / "docs" / "user_guide.md"
-    (task_yaml,) = _blocks(guide, "yaml")
-    _TaskYaml.model_validate(yaml.safe_load(task_yaml))  # every field of the example exists and is valid
+    examples = _blocks(guide, "yaml")
+    assert len(examples) >= 2  # the full task.yaml and the graph task's
+    for task_yaml in examples:
+        _TaskYaml.model_validate(yaml.safe_load(task_yaml))  # every field of each example exists and is valid
     (toml_text,) = _blocks(guide, "toml")
     data = tomllib.loads(textwrap.dedent(toml_text))
     s = SearchSettings(**data)

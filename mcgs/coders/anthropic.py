@@ -58,6 +58,30 @@ _STAGNATION_OPERATORS = (Operator.EVOLVE, Operator.FUSION, Operator.AGGREGATE)
 CHARS_PER_TOKEN = 3.0  # conservative (English prose is ~4, code ~3.5): the budget over-estimates
 
 
+
+#: Per-column maps of the data profile, and how many of their columns a prompt shows.
+_PER_COLUMN = ("columns", "missing", "cardinality", "drift")
+PROMPT_COLUMNS = 40
+
+
+def compact_profile(profile: dict[str, Any], max_columns: int = PROMPT_COLUMNS) -> dict[str, Any]:
+    """The data profile as a prompt shows it: each per-column map (kinds, missing shares,
+    cardinalities, drift) keeps its first ``max_columns`` columns and says how many more there
+    are (and, for the kinds, how many of each), so a wide table (Cora's 1 433 word columns) leaves
+    room for the rest of the profile (its graph, its target) within the prompt's size."""
+    from collections import Counter
+
+    out = dict(profile)
+    for key in _PER_COLUMN:
+        values = profile.get(key)
+        if isinstance(values, dict) and len(values) > max_columns:
+            kept = dict(list(values.items())[:max_columns])
+            rest = len(values) - max_columns
+            kept["..."] = (f"{rest} more columns: " + ", ".join(f"{n} {k}" for k, n in Counter(list(values.values())[max_columns:]).most_common())
+                           if key == "columns" else f"{rest} more columns")
+            out[key] = kept
+    return out
+
 class SolutionAnswer(BaseModel):
     """The ``write_solution`` tool input: a plan and a complete program."""
 
@@ -211,7 +235,7 @@ class AnthropicCoder:
         """The stable prefix: identical for every call of a run (so it is cached)."""
         from mcgs.contract import CONTRACT_VERSION
 
-        profile = {k: v for k, v in req.profile.items() if k not in ("version",)}
+        profile = compact_profile({k: v for k, v in req.profile.items() if k not in ("version",)})
         profile_text = json.dumps(profile, indent=1, default=str)
         if len(profile_text) > 12000:
             profile_text = profile_text[:12000] + "\n... (profile cut)"

@@ -37,10 +37,12 @@ __all__ = [
 FEATURE_ORDER = (
     "datetime_parts", "cyclical_time", "covariate_lags", "text_stats", "text_content",
     "split_compound", "count_encoding", "row_aggregates", "power_transform", "missing_indicators",
-    "target_encoding", "image_features", "augment", "tta",
+    "target_encoding", "graph_propagation", "image_features", "augment", "tta",
 )
 #: The skeleton of a program whose model reads a feature table (every table model).
 TABLE_BASE = "solution.py.j2"
+#: The skeleton of an image network's program.
+IMAGE_BASE = "image_solution.py.j2"
 #: Longest side an image network's program resizes images to (a larger image is shrunk to it).
 MAX_IMAGE_SIZE = 128
 #: Models that read the text columns themselves (their own n-grams): feature blocks that turn
@@ -137,7 +139,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
             blocks.append(feats[flag].recipe.template)
             ids.append(feats[flag].id)
     ids += [model.id, "strategy.kfold_oof"]
-    if base != TABLE_BASE:
+    if base == IMAGE_BASE:
         ids.append("strategy.mixed_precision")
     if model.id in BOOSTED_TREES:
         ids.append("strategy.early_stopping")
