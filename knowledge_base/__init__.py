@@ -125,8 +125,9 @@ class Applicability(BaseModel):
             :func:`mcgs.profile.profile_task`).
         modalities: What the rows are: ``table`` (columns of values), ``image`` (a file per
             row) and / or ``graph`` (the nodes of a graph: the profile's ``modality``). Left
-            out: tables only. A graph task's rows are a table too: entries for ``table`` apply
-            to it (its node features), entries for ``graph`` only to it.
+            out: tables only. A graph task's rows are a table of node features too, but only
+            the table entries that list ``graph`` apply to it: most table models and blocks
+            spend minutes on thousands of propagated word columns for little.
         pretrained: A backbone whose weights the run has (the profile's ``pretrained_weights``,
             from the ``weights_dir`` setting).
     """
@@ -173,7 +174,7 @@ class Applicability(BaseModel):
             "min_target_skew": self.min_target_skew is None or (p.get("target_skew") is not None and p["target_skew"] >= self.min_target_skew),
             "has_train_only_columns": self.has_train_only_columns is None or bool(p.get("train_only_columns")) == self.has_train_only_columns,
             "min_key_columns": self.min_key_columns is None or p.get("n_key_columns", 0) >= self.min_key_columns,
-            "modalities": p.get("modality", "table") in self.modalities or (p.get("modality") == "graph" and "table" in self.modalities),
+            "modalities": p.get("modality", "table") in self.modalities,
             "pretrained": self.pretrained is None or self.pretrained in p.get("pretrained_weights", ()),
         }
         return [k for k, ok in checks.items() if not ok]
