@@ -248,16 +248,21 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         "train_only_columns": train_only,
         "leakage": _leakage(train, feats, kinds, spec, train_only),
         "constraints": spec.constraints.model_dump(),
-        "modality": spec.media.kind if spec.media is not None else "graph" if spec.graph is not None else "table",
     }
+    out.update(_modality_profile(spec, train, test))
+    out.update(_target_profile(spec, train))
+    return out
+
+
+def _modality_profile(spec: TaskSpec, train, test) -> dict[str, Any]:
+    """``modality`` and, for an image task, ``media``, for a graph task, ``graph``."""
     if spec.media is not None:
-        out["media"] = _media_profile(spec, train, test)
+        return {"modality": spec.media.kind, "media": _media_profile(spec, train, test)}
     if spec.graph is not None:
         from mcgs.graph_task import describe_graph
 
-        out["graph"] = describe_graph(spec.data_dir, spec.graph, spec.id_column, train, test, spec.target_columns[0])
-    out.update(_target_profile(spec, train))
-    return out
+        return {"modality": "graph", "graph": describe_graph(spec.data_dir, spec.graph, spec.id_column, train, test, spec.target_columns[0])}
+    return {"modality": "table"}
 
 
 def _media_profile(spec: TaskSpec, train, test) -> dict[str, Any]:
