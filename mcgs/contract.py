@@ -194,7 +194,7 @@ def _media_info(spec: TaskSpec) -> MediaInfo | None:
     m = spec.media
     if m is None:
         return None
-    src = {split: MediaSourceInfo(source="input" if s.path == "." else f"input/{s.path}", prefix=s.prefix, archive=s.is_zip)
+    src = {split: MediaSourceInfo(source=s.input_path, prefix=s.prefix, archive=s.is_zip)
            for split, s in (("train", m.train), ("test", m.test))}
     return MediaInfo(kind=m.kind, column=m.column, **src)
 

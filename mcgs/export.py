@@ -403,7 +403,7 @@ def _test_media_arg(run) -> list[str]:
     if media is None:
         return []
     src = media.test
-    where = "input" if src.path == "." else f"input/{src.path}"
+    where = src.input_path
     if not src.is_zip and src.prefix:
         where = f"{where}/{src.prefix.rstrip('/')}"
     return ["--images", where]

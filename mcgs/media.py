@@ -77,6 +77,11 @@ class MediaSource(BaseModel):
     def is_zip(self) -> bool:
         return self.path.lower().endswith(".zip")
 
+    @property
+    def input_path(self) -> str:
+        """Where the source is in a workspace: its copy under ``input/``."""
+        return "input" if self.path == "." else f"input/{self.path}"
+
 
 class MediaSpec(BaseModel):
     """The files of an image task.

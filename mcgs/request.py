@@ -263,22 +263,18 @@ def _graph_files(data_dir: Path, req: TaskRequest, out: "ParsedRequest") -> None
 def _fold_column(req: TaskRequest, out: "ParsedRequest", train_table, label_candidates: list[str]) -> None:
     """A published split: a training-only column named like a fold whose values are integers
     >= -1 with a 0 among them becomes the validation (``predefined``) and is no label."""
+    import pandas as pd
+
     for c in label_candidates:
         if c.lower() not in FOLD_COLUMNS:
             continue
         values = train_table[c].dropna()
-        if len(values) == len(train_table) and pd_integer(values) and values.min() >= -1 and (values == 0).any():
+        whole = pd.api.types.is_numeric_dtype(values) and bool((values == values.round()).all())
+        if len(values) == len(train_table) and whole and values.min() >= -1 and (values == 0).any():
             req.fold_column = c
             label_candidates.remove(c)
             out.notes.append(f"validation: the training table's own split in {c!r} (-1 only trains, 0 and up are validated)")
             return
-
-
-def pd_integer(values) -> bool:
-    """Whether a column's values are whole numbers."""
-    import pandas as pd
-
-    return pd.api.types.is_numeric_dtype(values) and bool((values == values.round()).all())
 
 
 def _names_image_files(data_dir: Path, sample_file: str | None) -> bool:

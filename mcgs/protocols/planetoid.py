@@ -122,9 +122,11 @@ def _prepare(name: str):
         features, labels, train, val, test, edges = planetoid_arrays(raw, name)
         classes = np.asarray(CLASSES[name])
         cols = [f"w{j}" for j in range(features.shape[1])]
+        if np.all(features == features.round()):  # 0/1 word flags: written as integers
+            features = features.astype(np.int64)
 
         def table(rows):
-            frame = pd.DataFrame(features[rows].astype(np.int64) if np.all(features == features.round()) else features[rows], columns=cols)
+            frame = pd.DataFrame(features[rows], columns=cols)
             frame.insert(0, "node", rows)
             return frame
 
