@@ -1,6 +1,8 @@
-"""Search each protocol data set (``mcgs protocol``: cora, citeseer) with several seeds and grade
-the submissions on the protocol's test rows (issue 35's acceptance: 10 minutes, 2 cores,
-offline, seeds 0-2, median).
+"""Search each protocol data set (``mcgs protocol``: cora, citeseer, etth1-96, weather-96, ...) with
+several seeds and grade the submissions on the protocol's test rows (issue 35's acceptance: 10
+minutes, 2 cores, offline, seeds 0-2, median). A forecasting protocol's submission is the run's
+``best/test_forecast.npy`` (the engine's forecast-mode windows); its table adds MAE and the
+look-back the chosen node asked for.
 
 Each (data set, seed) is ``mcgs run TASK --out RUN --time-budget B --seed S`` then
 ``mcgs protocol grade``; a finished pair's result (``results/<name>-seed<S>.json``) is kept, so
@@ -28,8 +30,9 @@ from pathlib import Path
 def _run_one(name: str, seed: int, args, work: Path) -> dict:
     from mcgs.protocols import get_protocol, grade_protocol, prepare_protocol
 
+    proto = get_protocol(name)
     prepared = work / "prepared" / name
-    task = prepare_protocol(name, args.data / name / "raw", prepared)
+    task = prepare_protocol(name, args.data / proto.raw_folder / "raw", prepared)
     run_dir = work / "runs" / f"{name}-seed{seed}"
     if run_dir.exists():  # a stopped run: resume it
         cmd = [sys.executable, "-m", "mcgs", "resume", str(run_dir)]
@@ -39,13 +42,18 @@ def _run_one(name: str, seed: int, args, work: Path) -> dict:
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     (work / "runs" / f"{name}-seed{seed}.log").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
-    sub = run_dir / "best" / "submission.csv"
-    score = grade_protocol(name, sub, prepared / "answers.csv") if sub.is_file() else None
+    forecast = proto.answers.endswith(".npz")
+    sub = run_dir / "best" / ("test_forecast.npy" if forecast else "submission.csv")
+    score = grade_protocol(name, sub, prepared / proto.answers) if sub.is_file() else None
+    extra = {}
+    if isinstance(score, dict):  # a forecast: MSE is the score, MAE and the look-back beside it
+        extra = {"mae": score["mae"], "lookback": json.loads((run_dir / "best" / "test_score.json").read_text()).get("lookback")}
+        score = score["mse"]
     import mcgs
 
     run = mcgs.load_run(run_dir)
     chosen = run.chosen_node
-    return {"name": name, "seed": seed, "score": score, "metric": get_protocol(name).metric, "exit_code": proc.returncode,
+    return {"name": name, "seed": seed, "score": score, **extra, "metric": proto.metric, "exit_code": proc.returncode,
             "wall_s": round(time.time() - t0, 1), "nodes": len(run.nodes) - 1, "valid_nodes": sum(n.is_valid for n in run.nodes),
             "chosen": None if chosen is None else {"node": chosen.seq, "operator": chosen.operator.value, "model": chosen.config.get("model"),
                                                    "validation_score": chosen.score}}
@@ -75,13 +83,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} seed {seed}: {rows[-1]['score']}", flush=True)
     lines = [f"# Protocol campaign ({dt.date.today().isoformat()})", "",
              "Command: `" + " ".join(["python", "experiments/protocol_campaign.py", *(argv if argv is not None else sys.argv[1:])]) + "`", "",
-             "| data set | seed | test score | validation score (chosen node) | chosen | nodes (valid) | wall s |", "|---|---|---|---|---|---|---|"]
+             "| data set | seed | test score | test MAE (forecasts) | look-back | validation score (chosen node) | chosen | nodes (valid) | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = r["chosen"] or {}
         val = f"{c['validation_score']:.4f}" if c.get("validation_score") is not None else "-"
         score = f"{r['score']:.4f}" if r["score"] is not None else "none"
-        lines.append(f"| {r['name']} | {r['seed']} | {score} | {val} | {c.get('operator', '-')} {c.get('model') or ''} | "
-                     f"{r['nodes']} ({r['valid_nodes']}) | {r['wall_s']} |")
+        mae = f"{r['mae']:.4f}" if r.get("mae") is not None else "-"
+        lines.append(f"| {r['name']} | {r['seed']} | {score} | {mae} | {r.get('lookback') or '-'} | {val} | {c.get('operator', '-')} "
+                     f"{c.get('model') or ''} | {r['nodes']} ({r['valid_nodes']}) | {r['wall_s']} |")
     lines += ["", "| data set | median test score | seeds |", "|---|---|---|"]
     for name in args.names.split(","):
         scores = [r["score"] for r in rows if r["name"] == name and r["score"] is not None]

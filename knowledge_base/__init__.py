@@ -124,7 +124,8 @@ class Applicability(BaseModel):
         min_key_columns: Key columns (many levels, most repeated: ``key_columns`` of
             :func:`mcgs.profile.profile_task`).
         modalities: What the rows are: ``table`` (columns of values), ``image`` (a file per
-            row) and / or ``graph`` (the nodes of a graph: the profile's ``modality``). Left
+            row), ``graph`` (the nodes of a graph) and / or ``forecast`` (a history of series: the
+            profile's ``modality``). Left
             out: tables only. A graph task's rows are a table of node features too, but only
             the table entries that list ``graph`` apply to it: most table models and blocks
             spend minutes on thousands of propagated word columns for little.
@@ -150,7 +151,7 @@ class Applicability(BaseModel):
     min_target_skew: float | None = None
     has_train_only_columns: bool | None = None
     min_key_columns: int | None = None
-    modalities: list[Literal["table", "image", "graph"]] = Field(default_factory=lambda: ["table"])
+    modalities: list[Literal["table", "image", "graph", "forecast"]] = Field(default_factory=lambda: ["table"])
     pretrained: str | None = None
 
     def failed(self, profile: dict[str, Any]) -> list[str]:

@@ -1,7 +1,8 @@
 """``RUN_DIR/best/``: the chosen node's program, submission and facts, runnable on their own.
 
 ``cd RUN_DIR/best && python solution.py`` re-creates ``submission/submission.csv``: the folder
-holds ``solution.py``, ``submission.csv``, ``node.json`` and what the program reads (``input``,
+holds ``solution.py``, ``submission.csv`` (a forecasting task: ``val_forecast.npy``, and at the
+end of the run the test forecasts of :mod:`mcgs.forecast_mode`), ``node.json`` and what the program reads (``input``,
 a link to the run's read-only input; for an ensemble node, its members' prediction files under
 ``members/``). Every file is copied out of a workspace safely (:mod:`mcgs.candidate_files`) and
 written atomically.
@@ -18,6 +19,7 @@ from typing import Callable, Mapping
 
 from mcgs.candidate_files import copy_candidate_file
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
+from mcgs.forecast import VAL_FORECAST_PATH
 from mcgs.node import FrozenNode, Operator
 
 __all__ = ["atomic_write", "copy_members", "write_best"]
@@ -86,7 +88,10 @@ def write_best(run_dir: Path, input_dir: Path, node: FrozenNode, by_id: Mapping[
         shutil.rmtree(best / "members", ignore_errors=True)
         copy_members(node, by_id, node_dir, best, max_bytes)
     atomic_write(best / "solution.py", node.code.encode())
-    copy_candidate_file(ws, SUBMISSION_PATH, best / "submission.csv", max_bytes=max_bytes)
+    if task.forecast is not None:  # its test windows are forecast by the engine at the end (mcgs.forecast_mode)
+        copy_candidate_file(ws, VAL_FORECAST_PATH, best / "val_forecast.npy", max_bytes=max_bytes)
+    else:
+        copy_candidate_file(ws, SUBMISSION_PATH, best / "submission.csv", max_bytes=max_bytes)
     info = {
         "node": node.seq,
         "storage_id": node.id,

@@ -31,7 +31,7 @@ from mcgs.settings import format_duration, setting_choices, setting_default
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
 mlebench_app = typer.Typer(no_args_is_help=True, help="Prepare and grade MLE-bench competitions offline.")
 app.add_typer(mlebench_app, name="mlebench")
-protocol_app = typer.Typer(no_args_is_help=True, help="Prepare and grade research data sets with their published protocol (cora, citeseer).")
+protocol_app = typer.Typer(no_args_is_help=True, help="Prepare and grade research data sets with their published protocol (cora, citeseer, etth1-96 ... weather-720).")
 app.add_typer(protocol_app, name="protocol")
 
 class _Console(Console):
@@ -245,6 +245,21 @@ def _drive(search) -> None:
         raise typer.Exit(1)
 
 
+def _forecast_rows(t, best: Path, forecast) -> None:
+    """A forecasting run's test forecasts in the summary (:mod:`mcgs.forecast_mode`)."""
+    import json
+
+    score = best / "test_score.json"
+    if (best / "test_forecast.npy").is_file():
+        t.add_row("test forecasts", f"{best / 'test_forecast.npy'} (windows x horizon x series, scaled values)")
+    if score.is_file():
+        info = json.loads(score.read_text())
+        t.add_row("test windows", f"mse {info['scores']['mse']:.4f}, mae {info['scores']['mae']:.4f} over {info['windows']} windows "
+                                  f"(look-back {info['lookback']})")
+    elif (best / "submission.csv").is_file():
+        t.add_row("forecast", f"{best / 'submission.csv'} (the next {forecast.horizon} steps, in the history's units)")
+
+
 def _summary(search):
     """Print the run's summary table and spend; returns the chosen node (None without a valid node)."""
     nodes = [n for n in search.nodes() if n.state.is_finished()]
@@ -265,9 +280,13 @@ def _summary(search):
         # cross-fitted one is what the choice used, and what the progress line's best cannot show
         honest = honest_score(best)
         crossfit = f", {honest:.6f} cross-fitted (the honest estimate)" if honest != best.score else ""
-        t.add_row(f"chosen node ({search.task.metric})", f"node {best.seq} ({best.operator.value}): {best.score:.6f} out-of-fold{crossfit}")
+        where = "on the validation windows" if search.task.forecast is not None else "out-of-fold"
+        t.add_row(f"chosen node ({search.task.metric})", f"node {best.seq} ({best.operator.value}): {best.score:.6f} {where}{crossfit}")
         t.add_row("best solution", f"{path / 'solution.py'} (re-run it from {path})")
-        t.add_row("best submission", str(path / "submission.csv"))
+        if search.task.forecast is not None:
+            _forecast_rows(t, path, search.task.forecast)
+        else:
+            t.add_row("best submission", str(path / "submission.csv"))
     from mcgs.final_choice import choice_notes
 
     for label, text in choice_notes(nodes, best, search.task.higher_is_better):
@@ -745,23 +764,25 @@ def mlebench_grade(
 
 @protocol_app.command("prepare")
 def protocol_prepare(
-    name: str = typer.Argument(..., help="Protocol: cora or citeseer."),
+    name: str = typer.Argument(..., help="Protocol: cora, citeseer, etth1-H or weather-H (H: 96, 192, 336, 720)."),
     raw: Path = typer.Option(..., help="The data set's raw folder, e.g. ../shared/data/cora/raw."),
-    out_dir: Path = typer.Option(..., "--out", help="Writes OUT/task (the task folder) and OUT/answers.csv."),
+    out_dir: Path = typer.Option(..., "--out", help="Writes OUT/task (the task folder) and OUT/answers.csv (.npz for forecasting)."),
 ) -> None:
     """Prepare a data set as a task folder with its published split; the answers go beside it."""
     with _user_errors():
         from mcgs.protocols import prepare_protocol
 
+        from mcgs.protocols import get_protocol
+
         task_dir = prepare_protocol(name, raw, out_dir)
-    out.print(f"prepared {name}: task folder {task_dir}, answers {out_dir / 'answers.csv'} (keep them out of the task folder)")
+    out.print(f"prepared {name}: task folder {task_dir}, answers {out_dir / get_protocol(name).answers} (keep them out of the task folder)")
 
 
 @protocol_app.command("grade")
 def protocol_grade(
-    name: str = typer.Argument(..., help="Protocol: cora or citeseer."),
-    submission: Path = typer.Argument(..., help="submission.csv to grade (e.g. RUN_DIR/best/submission.csv)."),
-    answers: Path = typer.Option(..., help="answers.csv written by `mcgs protocol prepare`."),
+    name: str = typer.Argument(..., help="Protocol: cora, citeseer, etth1-H or weather-H."),
+    submission: Path = typer.Argument(..., help="What to grade: RUN_DIR/best/submission.csv (forecasting: RUN_DIR/best/test_forecast.npy)."),
+    answers: Path = typer.Option(..., help="answers.csv (forecasting: answers.npz) written by `mcgs protocol prepare`."),
 ) -> None:
     """Score a submission on the protocol's test rows with its metric."""
     with _user_errors():
@@ -769,7 +790,10 @@ def protocol_grade(
 
         score = grade_protocol(name, submission, answers)
         metric = get_protocol(name).metric
-    out.print(f"{name}: {metric} {score:.4f}")
+    if isinstance(score, dict):
+        out.print(f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in score.items()) + f" ({metric})")
+    else:
+        out.print(f"{name}: {metric} {score:.4f}")
 
 
 @mlebench_app.command("campaign")

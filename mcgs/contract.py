@@ -41,7 +41,7 @@ __all__ = [
     "WEIGHT_FILES",
 ]
 
-CONTRACT_VERSION = "1.4"
+CONTRACT_VERSION = "1.5"
 OOF_PATH = "working/oof.csv"
 TEST_PRED_PATH = "working/test_pred.csv"
 SUBMISSION_PATH = "submission/submission.csv"
@@ -91,6 +91,27 @@ class GraphInfo(BaseModel):
     directed: bool = False
 
 
+class ForecastInfo(BaseModel):
+    """A forecasting task (added in 1.5; :mod:`mcgs.forecast`): the history a program reads in
+    search mode, its series, the horizon, the look-backs it may choose and the validation
+    windows it must forecast."""
+
+    model_config = ConfigDict(extra="forbid")
+    history: str
+    time_column: str
+    input_columns: list[str]
+    target_columns: list[str]
+    horizon: int
+    lookbacks: list[int]
+    train_rows: int
+    validation_origins: dict[str, int]
+    output: str
+    model_dir: str
+    client: str
+    scaling: str
+    rule: str
+
+
 class ValidationInfo(BaseModel):
     """The fold scheme, as told to the candidate."""
 
@@ -136,6 +157,9 @@ class TaskJson(BaseModel):
             table task. Added in 1.3.
         graph: For a graph task, its edge list and other nodes (:class:`GraphInfo`); None
             otherwise. Added in 1.4.
+        forecast: For a forecasting task (:class:`ForecastInfo`); None otherwise. Added in
+            1.5. Such a task has no oof/test/submission outputs (``outputs`` None): its program
+            writes the validation forecasts and answers test windows in forecast mode.
         validation: Fold scheme and rule.
         outputs: Required output paths.
     """
@@ -161,8 +185,9 @@ class TaskJson(BaseModel):
     extra_files: list[str] = []
     media: MediaInfo | None = None
     graph: GraphInfo | None = None
+    forecast: ForecastInfo | None = None
     validation: ValidationInfo
-    outputs: OutputsInfo = OutputsInfo()
+    outputs: OutputsInfo | None = OutputsInfo()
 
 
 _RULES = {
@@ -199,6 +224,30 @@ def _media_info(spec: TaskSpec) -> MediaInfo | None:
     return MediaInfo(kind=m.kind, column=m.column, **src)
 
 
+FORECAST_RULE = ("fit only on rows [0, train_rows) of the history (the validation rows may stop training early, never fit a model "
+                 "or a scaler); for each validation origin t (range(start, stop, step)) forecast rows [t, t + horizon) of the "
+                 "targets from the look-back rows [t - L, t): write them to `output` as float32 (windows, horizon, targets); "
+                 "in forecast mode (MCGS_MODE=forecast) load the model from `model_dir` and answer windows with `client`'s serve()")
+
+
+def _forecast_task_json(spec: TaskSpec, description_limit: int) -> TaskJson:
+    from mcgs.forecast import HISTORY_FILE, MODEL_DIR, VAL_FORECAST_PATH
+
+    f = spec.forecast
+    origins = f.validation_origins()
+    return TaskJson(
+        task_name=spec.name, description=spec.description[:description_limit], task_kind="forecast", metric=spec.metric,
+        higher_is_better=spec.higher_is_better, files={"history": FileInfo(path=f"input/{HISTORY_FILE}")}, id_column=None,
+        target_columns=f.targets, prediction_columns=f.targets, submission_columns=spec.submission_columns, submission_format="value",
+        forecast=ForecastInfo(history=f"input/{HISTORY_FILE}", time_column=f.time, input_columns=f.inputs, target_columns=f.targets,
+                              horizon=f.horizon, lookbacks=f.lookbacks, train_rows=f.train_end,
+                              validation_origins={"start": origins.start, "stop": origins.stop, "step": origins.step},
+                              output=VAL_FORECAST_PATH, model_dir=MODEL_DIR, client="input/mcgs_forecast.py", scaling=f.scaling,
+                              rule=FORECAST_RULE),
+        validation=ValidationInfo(kind="forecast_borders", n_splits=1, folds_file="", rule=FORECAST_RULE), outputs=None,
+    )
+
+
 def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
     """Build the ``input/task.json`` document for a task.
 
@@ -206,6 +255,8 @@ def build_task_json(spec: TaskSpec, description_limit: int = 20000) -> TaskJson:
         spec: The task.
         description_limit: Characters of the description kept (long descriptions are cut).
     """
+    if spec.forecast is not None:
+        return _forecast_task_json(spec, description_limit)
     return TaskJson(
         task_name=spec.name,
         description=spec.description[:description_limit],
@@ -360,6 +411,10 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path, weights_dir: Path | None = 
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    if spec.forecast is not None:
+        _forecast_input(spec, run_dir, tmp)
+        os.replace(tmp, inp)
+        return inp
     for name in (spec.train_file, spec.test_file, spec.sample_submission_file):
         shutil.copyfile(spec.data_dir / name, tmp / name)
     if spec.test_file == spec.sample_submission_file:  # no test table: the sample's ids, without its prediction columns
@@ -395,6 +450,39 @@ def prepare_run_input(spec: TaskSpec, run_dir: Path, weights_dir: Path | None = 
         _make_read_only(p)
     os.replace(tmp, inp)
     return inp
+
+
+def _forecast_input(spec: TaskSpec, run_dir: Path, tmp: Path) -> None:
+    """A forecasting task's input: ``history.csv`` (the training and validation rows, scaled),
+    ``mcgs_forecast.py`` (forecast mode's client) and ``task.json``; the rows after them (the
+    test part) never enter it. The engine's own copy of every row it needs (scaled, float64) is
+    ``RUN_DIR/private/series.npy``, outside every sandbox."""
+    import numpy as np
+
+    from mcgs.forecast import HISTORY_FILE, read_series
+
+    f = spec.forecast
+    last = f.test_end if f.test_end is not None else f.n_rows
+    times, values = read_series(spec.data_dir, f, last)
+    history = pd_frame(times.iloc[: f.visible_rows], values[: f.visible_rows], f.inputs)
+    history.to_csv(tmp / HISTORY_FILE, index=False, float_format="%.7g")
+    shutil.copyfile(Path(__file__).with_name("forecast_client.py"), tmp / "mcgs_forecast.py")
+    (tmp / "task.json").write_text(build_task_json(spec).model_dump_json(indent=2))
+    private = run_dir / "private"
+    private.mkdir(exist_ok=True)
+    np.save(private / "series.tmp.npy", values)
+    os.replace(private / "series.tmp.npy", private / "series.npy")
+    for p in [*tmp.rglob("*")]:
+        _make_read_only(p)
+
+
+def pd_frame(times, values, columns):
+    """A history table: the time column, then one column per series."""
+    import pandas as pd
+
+    frame = pd.DataFrame(values, columns=columns)
+    frame.insert(0, times.name, times.to_numpy())
+    return frame
 
 
 def prepare_workspace(run_input: Path, workspace: Path, code: str) -> Path:

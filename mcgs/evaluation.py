@@ -19,6 +19,7 @@ import pandas as pd
 
 from mcgs.candidate_files import DEFAULT_MAX_OUTPUT_MB, CandidateFileError, read_candidate_file
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
+from mcgs.forecast import VAL_FORECAST_PATH, ForecastLabels
 from mcgs.metrics import get_metric
 from mcgs.submission_check import SubmissionRules, submission_problems
 from mcgs.task import TaskSpec, read_table
@@ -33,6 +34,8 @@ __all__ = [
     "positive_labels",
     "normalised_probabilities",
     "evaluate_workspace",
+    "evaluate_forecast",
+    "read_forecast",
 ]
 
 _MAX_LISTED = 5
@@ -259,6 +262,8 @@ def evaluate_workspace(labels: TaskLabels, workspace: Path, *, max_bytes: int = 
     Raises:
         OutputError: any contract violation, with the file and offenders named.
     """
+    if isinstance(labels, ForecastLabels):
+        return evaluate_forecast(labels, workspace, max_bytes=max_bytes)
     spec = labels.spec
     rows = labels.validated_rows
     oof = read_predictions(spec, workspace, OOF_PATH, rows, max_bytes=max_bytes)
@@ -269,3 +274,45 @@ def evaluate_workspace(labels: TaskLabels, workspace: Path, *, max_bytes: int = 
         raise OutputError(f"the metric {spec.metric} of {OOF_PATH} is not finite ({score})")
     return Evaluation(score=score, oof=oof, test_pred=test_pred)
 
+
+
+def read_forecast(workspace: Path, rel: str, shape: tuple[int, ...], max_bytes: int = _DEFAULT_CAP) -> np.ndarray:
+    """A forecast file of a workspace (``.npy``, no pickles), checked: float32 of ``shape``,
+    finite.
+
+    Raises:
+        OutputError: missing, unsafe, not an array file, or of another shape, type or with
+            values that are not finite; the message names the file and what is wrong.
+    """
+    raw = _read_output(workspace, rel, max_bytes)
+    try:
+        pred = np.load(raw, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise OutputError(f"{rel} is not a NumPy array file (np.save of a float32 array): {exc}") from None
+    if not isinstance(pred, np.ndarray) or pred.dtype.kind not in "fi":
+        raise OutputError(f"{rel} must hold numbers (float32), not {getattr(pred, 'dtype', type(pred).__name__)}")
+    if pred.shape != tuple(shape):
+        raise OutputError(f"{rel} has shape {pred.shape}; the contract asks for (windows, horizon, targets) = {tuple(shape)}")
+    bad = ~np.isfinite(pred)
+    if bad.any():
+        raise OutputError(f"{rel} has {int(bad.sum())} values that are not finite (first in window {int(np.argwhere(bad)[0][0])})")
+    return pred.astype(np.float32, copy=False)
+
+
+def evaluate_forecast(labels: ForecastLabels, workspace: Path, *, max_bytes: int = _DEFAULT_CAP) -> Evaluation:
+    """Score a forecasting candidate's validation forecasts (``working/val_forecast.npy``) with
+    the task's metric over every window, step and target (scaled values, the protocol's).
+
+    Returns:
+        The :class:`Evaluation`; ``oof`` is the forecasts flattened per window, shape
+        ``(windows, horizon * targets)``; ``test_pred`` is empty (test forecasts come only
+        from forecast mode: :mod:`mcgs.forecast`).
+
+    Raises:
+        OutputError: the file breaks the contract (:func:`read_forecast`).
+    """
+    pred = read_forecast(workspace, VAL_FORECAST_PATH, labels.y.shape, max_bytes)
+    score = get_metric(labels.spec.metric).score(labels.y.ravel(), pred.ravel().astype(np.float64))
+    if not np.isfinite(score):
+        raise OutputError(f"the metric {labels.spec.metric} of {VAL_FORECAST_PATH} is not finite ({score})")
+    return Evaluation(score=score, oof=pred.reshape(len(pred), -1), test_pred=np.empty((0, pred[0].size), dtype=np.float32))

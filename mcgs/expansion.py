@@ -62,7 +62,7 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
     if not isinstance(answer, CoderAnswer):  # a user's coder object
         raise TypeError(f"{type(search.coder).__name__}.write returned a {type(answer).__name__}; it must return "
                         f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
-    review = review_program(answer.code, train_only_columns=search.profile.get("train_only_columns", ()))
+    review = review_program(answer.code, train_only_columns=search.profile.get("train_only_columns", ()), forecast=search.task.forecast is not None)
     if not review.rejected and hasattr(search.coder, "review_program"):  # the LLM path adds a model review
         verdict = search.coder.review_program(review.code, request)
         if verdict is not None:

@@ -155,7 +155,10 @@ class FidelityData:
         self._labels: dict[float, "TaskLabels"] = {}
 
     def levels(self) -> list[float]:
-        """:func:`rungs` of the run's task under its settings."""
+        """:func:`rungs` of the run's task under its settings; a forecasting task has the one
+        (its windows are not rows to subsample)."""
+        if self.search.task.forecast is not None:
+            return [1.0]
         return rungs(self.search.task.n_train, self.search.settings)
 
     def halving_pays(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mcgs.candidate_files import candidate_file_exists
 from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
+from mcgs.forecast import VAL_FORECAST_PATH
 from mcgs.direction import best_first
 from mcgs.evaluation import OutputError
 from mcgs.graph import valid_nodes
@@ -23,8 +24,9 @@ LOST_SAID_MAX = 5  # nodes with lost artifacts named one by one
 
 def lost_artifacts(search, node: FrozenNode) -> str | None:
     """Why ``node`` cannot be handed in any more, or None: its workspace (or, for an ensemble,
-    a member's) no longer holds its submission and predictions as regular files."""
-    needed = [(node, (SUBMISSION_PATH,))]
+    a member's) no longer holds its submission and predictions as regular files (a forecasting
+    node: its validation forecasts; its model is checked when forecast mode runs it)."""
+    needed = [(node, (VAL_FORECAST_PATH,) if search.task.forecast is not None else (SUBMISSION_PATH,))]
     if node.operator is Operator.ENSEMBLE:
         by_id = {n.id: n for n in search.nodes()}
         needed += [(by_id[int(i)], (OOF_PATH, TEST_PRED_PATH)) for i in node.config.get("weights", {}) if int(i) in by_id]

@@ -99,6 +99,10 @@ def _rmsle(y_true, y_pred, **_):
     return root_mean_squared_log_error(y_true, np.clip(y_pred, 0, None))
 
 
+def _mse(y_true, y_pred, **_):
+    return float(np.mean((np.asarray(y_true, dtype=float) - np.asarray(y_pred, dtype=float)) ** 2))
+
+
 def _mae(y_true, y_pred, **_):
     from sklearn.metrics import mean_absolute_error
 
@@ -151,6 +155,7 @@ _REGISTRY: dict[str, Metric] = {
         Metric("rmse", False, False, "regression", _rmse),
         Metric("rmsle", False, False, "regression", _rmsle, target_above=-1.0),
         Metric("mae", False, False, "regression", _mae),
+        Metric("mse", False, False, "regression", _mse),
     )
 }
 
@@ -175,6 +180,8 @@ _ALIASES: dict[str, str] = {
     "root-mean-squared-log-error": "rmsle",
     "root_mean_squared_log_error": "rmsle",
     "mean-absolute-error": "mae",
+    "mean-squared-error": "mse",
+    "mean_squared_error": "mse",
     "mean_absolute_error": "mae",
     "f1-score": "f1",
     "f1_score": "f1",

@@ -197,12 +197,16 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         * ``drift`` {column: statistic} and ``drifted_columns`` (statistic above
           :data:`DRIFT_THRESHOLD`, or above the KS critical value for small tables);
         * ``train_only_columns`` (never features) and ``leakage`` [{column, reason}];
+        * for a forecasting task, the table keys with each series a numeric column, ``modality``
+          ``forecast`` and ``forecast`` (:func:`mcgs.forecast.describe_forecast`);
         * ``modality`` (``table``, ``image`` or ``graph``) and, for an image task, ``media``: the files'
           count, formats, modes, channels, sizes and sampled pixel statistics
           (:func:`mcgs.media.describe_media`) and ``orientation_free`` (:func:`orientation_free`);
           the column naming the files is not a feature; for a graph task, ``graph``: nodes,
           edges, degrees and label homophily (:func:`mcgs.graph_task.describe_graph`).
     """
+    if spec.forecast is not None:
+        return _forecast_profile(spec)
     train = read_table(spec.train_path)
     test = read_table(spec.test_path)
     # the id is not a feature, unless it is a timestamp (bike-sharing's datetime): then its
@@ -252,6 +256,23 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
     out.update(_modality_profile(spec, train, test))
     out.update(_target_profile(spec, train))
     return out
+
+
+def _forecast_profile(spec: TaskSpec) -> dict[str, Any]:
+    """A forecasting task's profile: the table keys every entry's applicability reads, each
+    series a numeric column of the training rows, and ``forecast``
+    (:func:`mcgs.forecast.describe_forecast`)."""
+    from mcgs.forecast import describe_forecast, read_series
+
+    f = spec.forecast
+    _, values = read_series(spec.data_dir, f, f.train_end)
+    return {
+        "task_kind": "forecast", "metric": spec.metric, "modality": "forecast", "n_train": f.train_end, "n_test": spec.n_test,
+        "time_indexed": True, "n_features": len(f.inputs), "n_numeric": len(f.inputs), "n_categorical": 0, "n_string": 0, "n_text": 0,
+        "n_datetime": 1, "key_columns": [], "n_key_columns": 0, "missing_share": 0.0, "columns": {c: "numeric" for c in f.inputs},
+        "missing": {}, "cardinality": {}, "drift": {}, "drifted_columns": [], "train_only_columns": [], "leakage": [],
+        "constraints": spec.constraints.model_dump(), "forecast": describe_forecast(f, values),
+    }
 
 
 def _modality_profile(spec: TaskSpec, train, test) -> dict[str, Any]:

@@ -336,8 +336,9 @@ class PlanQueue:
             return
         if k <= 0 or drafted > 0:
             return
-        if search.task.media is not None:  # a handful of plans, each a different kind: drafting them is the screening
-            search.say("not screening draft plans: an image task has a few, each of a different kind; they are drafted in turn")
+        if search.task.media is not None or search.task.forecast is not None:  # a handful of plans, each a different kind
+            kind = "an image task" if search.task.media is not None else "a forecasting task"
+            search.say(f"not screening draft plans: {kind} has a few, each of a different kind; they are drafted in turn")
             return
         from mcgs.node import FrozenNode
         from mcgs.operators import OperatorContext, build_request

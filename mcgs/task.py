@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mcgs.forecast import ForecastError, ForecastSetting, ForecastSpec, check_forecast
 from mcgs.graph_task import GraphError, GraphSetting, GraphSpec, check_graph
 from mcgs.media import MediaError, MediaSpec, check_media, detect_media, image_column
 from mcgs.metrics import UnknownMetricError, get_metric
@@ -42,7 +43,7 @@ __all__ = [
     "data_fingerprint",
 ]
 
-TaskKind = Literal["binary", "multiclass", "multilabel", "regression", "multi_target_regression"]
+TaskKind = Literal["binary", "multiclass", "multilabel", "regression", "multi_target_regression", "forecast"]
 
 
 class TaskError(ValueError):
@@ -137,6 +138,7 @@ class _TaskYaml(BaseModel):
     extra_files: list[str] = []
     files: FilesSetting | None = None
     graph: GraphSetting | None = None
+    forecast: ForecastSetting | None = None
     validation: ValidationScheme = ValidationScheme()
     constraints: TaskConstraints = TaskConstraints()
 
@@ -161,7 +163,8 @@ class TaskSpec(BaseModel):
         metric: Canonical metric name (see :mod:`mcgs.metrics`).
         higher_is_better: The metric's direction, fixed here once for the task.
         task_kind: binary, multiclass, multilabel (several 0/1 label columns, each predicted
-            as a probability), regression or multi_target_regression.
+            as a probability), regression, multi_target_regression or forecast (many steps
+            ahead from a history: ``forecast`` is set).
         class_labels: Sorted class labels (JSON values) for classification, else None.
         positive_class: The positive label for binary tasks.
         submission_format: ``label`` (class labels), ``probability`` or ``value``.
@@ -174,6 +177,9 @@ class TaskSpec(BaseModel):
             they are (:class:`mcgs.media.MediaSpec`); None for a table task.
         graph: For a graph task (the rows are nodes of a graph), its edge list and other
             nodes (:class:`mcgs.graph_task.GraphSpec`); None otherwise.
+        forecast: For a forecasting task, its series, borders, horizon, look-backs and scaling
+            (:class:`mcgs.forecast.ForecastSpec`); ``n_train`` is then its training rows and
+            ``n_test`` its test windows. None otherwise.
         validation: The fold scheme.
         constraints: Deployment constraints from the request.
         n_train, n_test: Row counts.
@@ -203,6 +209,7 @@ class TaskSpec(BaseModel):
     extra_files: list[str] = []
     media: MediaSpec | None = None
     graph: GraphSpec | None = None
+    forecast: ForecastSpec | None = None
     validation: ValidationScheme
     constraints: TaskConstraints = TaskConstraints()
     n_train: int
@@ -676,6 +683,28 @@ def _build_spec(
     )
 
 
+def _build_forecast_spec(*, name: str, data_dir: Path, cfg: _TaskYaml, description: str, where: str) -> TaskSpec:
+    """A forecasting task's :class:`TaskSpec` (:mod:`mcgs.forecast`): the history's series and
+    borders checked, the metric a regression one."""
+    try:
+        metric = get_metric(cfg.metric)
+    except UnknownMetricError as exc:
+        raise TaskError(f"{where}: metric: {exc}") from exc
+    if metric.kind != "regression":
+        raise TaskError(f"{where}: a forecast is scored with a regression metric (mse, mae, rmse), not {metric.name}")
+    try:
+        fc, notes = check_forecast(data_dir, cfg.forecast, where)
+    except ForecastError as exc:
+        raise TaskError(str(exc)) from None
+    return TaskSpec(
+        name=name, data_dir=data_dir.resolve(), train_file=fc.file, test_file=fc.file, sample_submission_file=fc.file,
+        description=description, target_columns=fc.targets, id_column=None, submission_columns=[fc.time, *fc.targets],
+        metric=metric.name, higher_is_better=metric.higher_is_better, task_kind="forecast", submission_format="value",
+        extra_files=[], forecast=fc, validation=ValidationScheme(kind="holdout", time_column=fc.time),
+        constraints=cfg.constraints, n_train=fc.train_end, n_test=len(fc.test_origins()), notes=notes,
+    )
+
+
 def _test_table(data_dir: Path, cfg: "_TaskYaml", train, sample, where: str):
     """``(test_file, test table, notes)``: the task's test table, or, for an image task without
     one, the sample submission's id column (:func:`_test_table_from_sample`)."""
@@ -940,7 +969,8 @@ def load_task(path: str | Path) -> TaskSpec:
         for cand in ("description.md", "description.txt"):
             if not desc and (root / cand).is_file():
                 desc = (root / cand).read_text(errors="replace")
-        return _build_spec(name=cfg.name or root.resolve().name, data_dir=root, cfg=cfg, description=desc, where=str(root / "task.yaml"))
+        build = _build_forecast_spec if cfg.forecast is not None else _build_spec
+        return build(name=cfg.name or root.resolve().name, data_dir=root, cfg=cfg, description=desc, where=str(root / "task.yaml"))
     if (root / "config.yaml").is_file() and (root / "prepared" / "public").is_dir():
         conf = _load_yaml(root / "config.yaml")
         metric = conf.get("metric") or (conf.get("grader") or {}).get("name")

@@ -31,10 +31,16 @@ import dataclasses
 import re
 from typing import Literal, Sequence
 
-__all__ = ["Review", "review_program", "REQUIRED_OUTPUTS"]
+__all__ = ["Review", "review_program", "REQUIRED_OUTPUTS", "FORECAST_OUTPUTS"]
 
 # (contract path, key in task.json "outputs") of the three outputs a program must write.
 REQUIRED_OUTPUTS = (("working/oof.csv", "oof"), ("working/test_pred.csv", "test_pred"), ("submission/submission.csv", "submission"))
+
+# what a forecasting program must name: its validation forecasts (the path or task.json's
+# forecast["output"]) and forecast mode's client (serve)
+FORECAST_OUTPUTS = (("working/val_forecast.npy", "output"), ("input/mcgs_forecast.py", "serve"))
+# statistics that, taken over the whole history, carry the validation rows into a fit or a scaler
+WHOLE_SERIES_STATS = frozenset({"mean", "std", "var", "min", "max", "quantile", "median"})
 
 NETWORK_MODULES = frozenset(
     {"socket", "ssl", "requests", "urllib", "urllib2", "urllib3", "http", "httpx", "aiohttp", "ftplib", "smtplib",
@@ -185,7 +191,60 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def review_program(code: str, train_only_columns: Sequence[str] = ()) -> Review:
+class _HistoryVisitor(ast.NodeVisitor):
+    """Time-series leakage in a forecasting program: a model or scaler fitted on, or a statistic
+    taken over, the whole history (training and validation rows) rather than its training rows.
+
+    A name is the whole history when it is bound to an expression that reads the history file
+    (``read_csv`` of a string naming ``history``, or of task.json's ``forecast["history"]``) or
+    uses such a name without slicing it; a subscript (``values[:train_rows]``) ends it.
+    """
+
+    def __init__(self) -> None:
+        self.whole: set[str] = set()
+        self.problems: list[str] = []
+
+    def _is_whole(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript) and not _is_column_pick(node.slice):
+            return False  # a row slice (or rows named by a variable): no longer the whole history
+        if isinstance(node, ast.Name):
+            return node.id in self.whole
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return "history" in node.value and node.value.endswith((".csv", "history"))
+        return any(self._is_whole(child) for child in ast.iter_child_nodes(node))
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        whole = self._is_whole(node.value)
+        for target in node.targets:
+            for name in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(name, ast.Name):
+                    (self.whole.add if whole else self.whole.discard)(name.id)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in FIT_METHODS:
+            if any(self._is_whole(a) for a in node.args[:2]):
+                line = node.lineno
+                self.problems.append(f"line {line}: .{f.attr} on the whole history: fit models and scalers on the training rows "
+                                     f"(history rows [0, train_rows)) only; the validation rows are what the engine scores")
+        elif isinstance(f, ast.Attribute) and f.attr in WHOLE_SERIES_STATS and self._is_whole(f.value):
+            self.problems.append(f"line {node.lineno}: .{f.attr}() over the whole history: statistics for scaling or features "
+                                 f"must come from the training rows (or the window's own look-back) only")
+        self.generic_visit(node)
+
+
+def _is_column_pick(node: ast.AST) -> bool:
+    """Whether a subscript keeps every row: a column name or list (``frame["x"]``,
+    ``frame[["x", "y"]]``, ``frame[FC["input_columns"]]``). A slice (``values[:n]``,
+    ``values[:n, :]``), an integer or a variable (``values[idx]``, which may pick rows) is taken
+    as a row selection."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return isinstance(node, (ast.List, ast.Subscript, ast.Attribute))
+
+
+def review_program(code: str, train_only_columns: Sequence[str] = (), forecast: bool = False) -> Review:
     """Review a candidate program statically.
 
     Args:
@@ -196,6 +255,10 @@ def review_program(code: str, train_only_columns: Sequence[str] = ()) -> Review:
             is not a column),
             since those columns are unknown at prediction time and leak the outcome (pizza's
             retrieval-time fields).
+        forecast: The program is a forecasting task's: it must write its validation
+            forecasts and serve forecast mode (:data:`FORECAST_OUTPUTS`) instead of the table
+            outputs, and may not fit or take scaling statistics on the whole history
+            (:class:`_HistoryVisitor`).
 
     Returns:
         A :class:`Review`. Never raises for a bad program: a syntax error is a rejection
@@ -218,7 +281,18 @@ def review_program(code: str, train_only_columns: Sequence[str] = ()) -> Review:
             f"reads training-only column(s) {', '.join(map(repr, leaked[:5]))}: the test table lacks them, so they "
             f"cannot be features (use only columns the test table has)"
         )
-    for path, key in REQUIRED_OUTPUTS:
+    if forecast:
+        history = _HistoryVisitor()
+        history.visit(tree)
+        problems += history.problems
+        names = v.strings | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        for path, key in FORECAST_OUTPUTS:
+            base = path.rsplit("/", 1)[1].removesuffix(".py")
+            if not any(s == key or base in s for s in names):
+                problems.append(f"never writes {path} (neither the path nor task.json's forecast[{key!r}] appears)" if key == "output"
+                                else "never serves forecast mode: load the model and call serve() of input/mcgs_forecast.py when MCGS_MODE is forecast")
+    for path, key in () if forecast else REQUIRED_OUTPUTS:
         base = path.rsplit("/", 1)[1]
         if not any(s == key or s.endswith(base) for s in v.strings):
             problems.append(f"never writes {path} (neither the path nor task.json's outputs[{key!r}] appears)")

@@ -151,6 +151,8 @@ def _add_ensemble_node(search, reason: str) -> FrozenNode | None:
     from mcgs.evaluation import read_predictions
     from mcgs.operators.code_review import review_program
 
+    if search.task.forecast is not None:  # a forecast's test windows come from each node's forecast mode, not from files to combine
+        return None
     members = _candidates(search)
     if len(members) < 2:
         return None

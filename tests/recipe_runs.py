@@ -35,6 +35,10 @@ def run_recipe(spec: TaskSpec, config: dict[str, Any], folder: Path, env: dict[s
     ws = prepare_workspace(inp, folder / "ws", code)
     r = subprocess.run([sys.executable, "solution.py"], cwd=ws, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+    if spec.forecast is not None:  # scored on the validation windows of the engine's own copy of the series
+        from mcgs.forecast import ForecastLabels
+
+        return evaluate_workspace(ForecastLabels(spec, np.load(run / "private" / "series.npy")), ws), r.stdout, ids
     return evaluate_workspace(TaskLabels.load(spec, inp / "folds.csv"), ws), r.stdout, ids
 
 

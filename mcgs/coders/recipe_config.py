@@ -43,6 +43,8 @@ FEATURE_ORDER = (
 TABLE_BASE = "solution.py.j2"
 #: The skeleton of an image network's program.
 IMAGE_BASE = "image_solution.py.j2"
+#: The skeleton of a forecasting program (search mode and forecast mode: mcgs.forecast).
+FORECAST_BASE = "forecast_solution.py.j2"
 #: Longest side an image network's program resizes images to (a larger image is shrunk to it).
 MAX_IMAGE_SIZE = 128
 #: Models that read the text columns themselves (their own n-grams): feature blocks that turn
@@ -102,6 +104,9 @@ def default_config(model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
     for scale in entry.recipe.scale_params:
         if (profile.get("n_train") or 0) >= scale.min_rows:
             params.update(scale.params)
+    season = (profile.get("forecast") or {}).get("seasonal_period")
+    if "period" in params and season:  # a seasonal model's period: the profile's strongest season
+        params["period"] = int(season)
     feats = feature_entries(profile)
     features = {flag: bool(feats[flag].recipe.default) if flag in feats else False for flag in FEATURE_ORDER}
     if model_id in READS_TEXT:
@@ -138,7 +143,7 @@ def render_program(config: dict[str, Any], *, title: str, plan: str, profile: di
         if config["features"].get(flag) and flag in feats:
             blocks.append(feats[flag].recipe.template)
             ids.append(feats[flag].id)
-    ids += [model.id, "strategy.kfold_oof"]
+    ids += [model.id] if base == FORECAST_BASE else [model.id, "strategy.kfold_oof"]
     if base == IMAGE_BASE:
         ids.append("strategy.mixed_precision")
     if model.id in BOOSTED_TREES:

@@ -141,6 +141,7 @@ def run_program(
     extra_env: Mapping[str, str] | None = None,
     cancel: threading.Event | None = None,
     cancel_after_s: float | None = None,
+    feed=None,
 ) -> ExecutionResult:
     """Run ``python script`` in ``workspace`` under ``limits`` and classify what happened.
 
@@ -165,6 +166,8 @@ def run_program(
             running then is stopped with outcome ``CANCELLED`` and ``error``
             ``"stopped after N s: the run's time budget ended"``, not ``TIMEOUT``: it did not
             pass its own limit.
+        feed: Forecast mode's :class:`mcgs.forecast.WindowFeed`: the program inherits its two
+            pipes and the feed answers it while it runs (its result is read by the caller).
 
     Returns:
         The :class:`ExecutionResult`.
@@ -181,7 +184,7 @@ def run_program(
         raise TypeError("run_program() needs limits=SandboxLimits(...)")
     workspace = _checked_workspace(workspace, script)
     marker = uuid.uuid4().hex
-    env = _program_env(extra_env, workspace, limits, marker, cancel_after_s)
+    env = _program_env({**(extra_env or {}), **(feed.env() if feed else {})}, workspace, limits, marker, cancel_after_s)
     argv = [python or sys.executable, script, *args]
     out_fd, err_fd = fresh_logs(workspace)
     try:
@@ -190,10 +193,19 @@ def run_program(
             argv, as_other_user = namespace_argv(argv, workspace, limits)
         if cancel is not None and cancel.is_set():
             logger.info("%s: cancelled before start", workspace)
+            if feed is not None:
+                feed.abandon()
             return ExecutionResult(outcome=Outcome.CANCELLED, returncode=None, runtime_s=0.0, stdout_tail="", stderr_tail="",
                                    error="cancelled before start", traceback_tail=None, peak_rss_mb=None)
-        runner = Supervisor(argv, workspace, env, limits, marker, out_fd, err_fd, as_other_user)
-        runner.start()
+        runner = Supervisor(argv, workspace, env, limits, marker, out_fd, err_fd, as_other_user, pass_fds=feed.child_fds if feed else ())
+        try:
+            runner.start()
+        except BaseException:
+            if feed is not None:
+                feed.abandon()
+            raise
+        if feed is not None:
+            feed.started()
         returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel, cancel_after_s)
         # read through the engine's own descriptors: whatever the program put at those paths
         # since (a link to another file) is never read

@@ -127,6 +127,8 @@ class Supervisor:
         marker: The token of :data:`~mcgs.sandbox.environment.MARKER_ENV` that marks its processes.
         stdout, stderr: File descriptors of its logs.
         as_other_user: Drop to the sandbox user in the child (namespace sandbox as root).
+        pass_fds: Descriptors the program inherits (forecast mode's two pipes), besides its
+            standard ones.
     """
 
     def __init__(
@@ -139,8 +141,10 @@ class Supervisor:
         stdout,
         stderr,
         as_other_user: bool = False,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.limits = limits
+        self.pass_fds = pass_fds
         self.marker = marker
         self.cwd = cwd
         self.tracked: dict[int, psutil.Process] = {}
@@ -176,6 +180,7 @@ class Supervisor:
                 start_new_session=True,
                 preexec_fn=make_preexec(limits, as_other_user),
                 close_fds=True,
+                pass_fds=self.pass_fds,
             )
         except (FileNotFoundError, PermissionError) as exc:
             raise ValueError(f"cannot start {argv[0]!r}: {exc}") from exc

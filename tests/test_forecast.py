@@ -1,0 +1,292 @@
+"""Forecasting tasks (issue 35): many steps ahead from a history, with fixed borders in time
+order; loaded and checked (bad inputs named before the search), scored by the engine on the
+validation windows, test windows forecast by the engine in forecast mode one window at a time
+(the program never sees a value past the look-back it answers), the time-series leakage rules
+of the code review, the search end to end on generated series, and ETTh1 / Weather prepared
+with the Time-Series-Library protocol (real data)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mcgs.task import TaskError, load_task
+
+
+def series_task(folder: Path, n: int = 1200, horizon: int = 24, borders=(800, 1000, 1200), lookback=(48, 96), seed: int = 0,
+                extra: str = "") -> Path:
+    """Three hourly series with a daily cycle, a random walk and a mix of both with a lag of
+    three hours: a linear map of the look-back forecasts them well, persistence does not."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    t = np.arange(n)
+    a = np.sin(2 * np.pi * t / 24) + 0.3 * rng.standard_normal(n)
+    b = np.cumsum(0.05 * rng.standard_normal(n)) + 0.5 * np.cos(2 * np.pi * t / 24)
+    c = 0.6 * np.roll(a, 3) + 0.4 * b + 0.2 * rng.standard_normal(n)
+    pd.DataFrame({"date": pd.date_range("2021-01-01", periods=n, freq="h"), "a": a, "b": b, "c": c}).to_csv(folder / "series.csv", index=False)
+    (folder / "task.yaml").write_text(
+        f"metric: mse\nforecast:\n  time: date\n  horizon: {horizon}\n  lookback: {list(lookback)}\n"
+        f"  borders: {{train: {borders[0]}, validation: {borders[1]}, test: {borders[2]}}}\n{extra}")
+    return folder
+
+
+def test_a_forecasting_task_loads_with_its_borders_windows_and_scaling(tmp_path):
+    spec = load_task(series_task(tmp_path / "t"))
+    f = spec.forecast
+    assert spec.task_kind == "forecast" and spec.metric == "mse" and not spec.higher_is_better
+    assert (f.train_end, f.validation_end, f.test_end, f.horizon, f.lookbacks) == (800, 1000, 1200, 24, [48, 96])
+    assert f.inputs == f.targets == ["a", "b", "c"] and f.step == "h"
+    assert list(f.validation_origins()) == list(range(800, 977))  # every origin whose horizon lies in the validation rows
+    assert list(f.test_origins()) == list(range(1000, 1177)) and spec.n_test == 177
+    raw = pd.read_csv(tmp_path / "t" / "series.csv")[["a", "b", "c"]].to_numpy()
+    assert np.allclose(f.mean, raw[:800].mean(axis=0)) and np.allclose(f.std, raw[:800].std(axis=0))  # training rows only
+
+
+def test_the_candidates_input_holds_the_training_and_validation_rows_only(tmp_path):
+    from mcgs.contract import prepare_run_input
+
+    spec = load_task(series_task(tmp_path / "t"))
+    inp = prepare_run_input(spec, tmp_path / "run")
+    history = pd.read_csv(inp / "history.csv")
+    assert len(history) == 1000  # the 200 test rows never enter the input
+    raw = pd.read_csv(tmp_path / "t" / "series.csv")
+    scaled = (raw["a"][:1000] - spec.forecast.mean[0]) / spec.forecast.std[0]
+    assert np.allclose(history["a"], scaled, atol=1e-5)
+    task = __import__("json").loads((inp / "task.json").read_text())
+    assert task["contract_version"] == "1.5" and task["outputs"] is None
+    assert task["forecast"]["validation_origins"] == {"start": 800, "stop": 977, "step": 1}
+    assert (inp / "mcgs_forecast.py").is_file()
+    assert np.load(tmp_path / "run" / "private" / "series.npy").shape == (1200, 3)  # the engine's copy, outside the input
+
+
+@pytest.mark.parametrize("case, message", [
+    ("horizon", r"the horizon \(300\) is longer than the test part \(200 rows"),
+    ("gap", r"has a gap at row 500: .* where every other step is"),
+    ("missing", r"the series 'b' of series.csv has a missing value at row 7"),
+    ("target", r"forecast.targets names 'z', which is not a column"),
+    ("lookback", r"the look-back 900 needs more rows than the 800 training rows"),
+    ("order", r"forecast.borders must satisfy"),
+])
+def test_bad_forecasting_inputs_are_named_before_the_search(tmp_path, case, message):
+    folder = series_task(tmp_path / "t")
+    frame = pd.read_csv(folder / "series.csv")
+    yaml = (folder / "task.yaml").read_text()
+    if case == "horizon":
+        yaml = yaml.replace("horizon: 24", "horizon: 300")
+    elif case == "gap":
+        frame = frame.drop(index=500)
+    elif case == "missing":
+        frame.loc[7, "b"] = np.nan
+    elif case == "target":
+        yaml = yaml.replace("  time: date\n", "  time: date\n  targets: [z]\n")
+    elif case == "lookback":
+        yaml = yaml.replace("[48, 96]", "[48, 900]")
+    elif case == "order":
+        yaml = yaml.replace("validation: 1000", "validation: 700")
+    frame.to_csv(folder / "series.csv", index=False)
+    (folder / "task.yaml").write_text(yaml)
+    with pytest.raises(TaskError, match=message):
+        load_task(folder)
+
+
+def test_a_gap_is_taken_as_a_step_when_the_task_allows_it(tmp_path):
+    folder = series_task(tmp_path / "t", borders=(800, 1000, 1199), extra="  irregular_steps: allow\n")
+    frame = pd.read_csv(folder / "series.csv").drop(index=500)
+    frame.to_csv(folder / "series.csv", index=False)
+    spec = load_task(folder)
+    assert spec.forecast.n_rows == 1199 and spec.forecast.step is None
+
+
+def _labels(spec, tmp_path):
+    from mcgs.contract import prepare_run_input
+    from mcgs.forecast import ForecastLabels
+
+    prepare_run_input(spec, tmp_path / "run")
+    return ForecastLabels(spec, np.load(tmp_path / "run" / "private" / "series.npy"))
+
+
+def test_the_engine_scores_the_validation_forecasts_itself(tmp_path):
+    from mcgs.evaluation import OutputError, evaluate_forecast
+
+    spec = load_task(series_task(tmp_path / "t"))
+    labels = _labels(spec, tmp_path)
+    assert labels.y.shape == (177, 24, 3)
+    ws = tmp_path / "ws"
+    (ws / "working").mkdir(parents=True)
+    pred = (labels.y + 0.5).astype(np.float32)
+    np.save(ws / "working" / "val_forecast.npy", pred)
+    assert evaluate_forecast(labels, ws).score == pytest.approx(0.25, abs=1e-6)
+    np.save(ws / "working" / "val_forecast.npy", pred[:-1])
+    with pytest.raises(OutputError, match=r"has shape \(176, 24, 3\); the contract asks for .* \(177, 24, 3\)"):
+        evaluate_forecast(labels, ws)
+    pred[3, 2, 1] = np.nan
+    np.save(ws / "working" / "val_forecast.npy", pred)
+    with pytest.raises(OutputError, match="1 values that are not finite .first in window 3"):
+        evaluate_forecast(labels, ws)
+    np.save(ws / "working" / "val_forecast.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(OutputError, match="is not a NumPy array file"):  # never unpickled
+        evaluate_forecast(labels, ws)
+
+
+# A forecast-mode program that checks, after each window, that nothing more can be read (the
+# engine sends a window only after the answer to the one before), and logs what it saw.
+PEEKING = '''
+import fcntl, json, os, struct, sys
+import numpy as np
+rfd, wfd = (int(x) for x in os.environ["MCGS_FORECAST_FDS"].split(","))
+os.write(wfd, struct.pack("<i", int(sys.argv[1]) if len(sys.argv) > 1 else 48))
+n, lb, c = struct.unpack("<iii", os.read(rfd, 12))
+log = {"n": n, "lookback": lb, "inputs": c, "ahead": 0, "windows": []}
+for i in range(n):
+    need, got = lb * c * 4, b""
+    while len(got) < need:
+        got += os.read(rfd, need - len(got))
+    w = np.frombuffer(got, dtype="<f4").reshape(lb, c)
+    fl = fcntl.fcntl(rfd, fcntl.F_GETFL)
+    fcntl.fcntl(rfd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+    try:
+        log["ahead"] += len(os.read(rfd, 1 << 16))
+    except BlockingIOError:
+        pass
+    fcntl.fcntl(rfd, fcntl.F_SETFL, fl)
+    log["windows"].append([float(w[0, 0]), float(w[-1, 0])])
+    os.write(wfd, np.repeat(w[-1:], 24, axis=0).astype("<f4").tobytes())
+json.dump(log, open("working/log.json", "w"))
+'''
+
+
+def test_forecast_mode_feeds_one_window_at_a_time_and_nothing_past_its_look_back(tmp_path):
+    from mcgs.forecast import WindowFeed
+    from mcgs.sandbox import Outcome, SandboxLimits, run_program
+
+    values = np.random.default_rng(0).standard_normal((400, 3)).astype(np.float32)
+    ws = tmp_path / "ws"
+    (ws / "working").mkdir(parents=True)
+    (ws / "solution.py").write_text(PEEKING)
+    origins = range(300, 377)
+    feed = WindowFeed(values, origins, 24, 3, [48, 96])
+    result = run_program(ws, "solution.py", SandboxLimits(timeout_s=60), feed=feed)
+    assert result.outcome is Outcome.OK, result.stderr_tail
+    pred = feed.result()
+    log = __import__("json").loads((ws / "working" / "log.json").read_text())
+    assert log["ahead"] == 0  # never a byte of the next window before this one was answered
+    assert (log["n"], log["lookback"], log["inputs"]) == (77, 48, 3)
+    assert [w[1] for w in log["windows"]] == pytest.approx([float(values[t - 1, 0]) for t in origins])  # the last row before t
+    assert [w[0] for w in log["windows"]] == pytest.approx([float(values[t - 48, 0]) for t in origins])  # 48 rows, no more
+    assert pred.shape == (77, 24, 3) and np.allclose(pred[:, 0], values[np.asarray(origins) - 1])
+    # a look-back the task does not allow ends the exchange, with the reason
+    feed = WindowFeed(values, origins, 24, 3, [48, 96])
+    run_program(ws, "solution.py", SandboxLimits(timeout_s=60), args=["60"], feed=feed)
+    with pytest.raises(Exception, match=r"asked for a look-back of 60 rows; the task allows \[48, 96\]"):
+        feed.result()
+
+
+def test_the_code_review_refuses_time_series_leakage_and_missing_forecast_outputs():
+    from operators.code_review import review_program
+
+    head = ('import json, sys\nimport numpy as np\nimport pandas as pd\nfrom sklearn.preprocessing import StandardScaler\n'
+            'TASK = json.load(open("input/task.json"))\nFC = TASK["forecast"]\nhistory = pd.read_csv(FC["history"])\n'
+            'values = history[FC["input_columns"]].to_numpy()\n')
+    tail = 'np.save(FC["output"], np.zeros(1))\nsys.path.insert(0, "input")\nfrom mcgs_forecast import serve\n'
+    clean = review_program(head + 'train = values[: FC["train_rows"]]\nscaler = StandardScaler().fit(train)\n' + tail, forecast=True)
+    assert clean.verdict == "passed", clean.reasons
+    leaky = review_program(head + 'scaler = StandardScaler().fit(values)\nmu = history.mean()\n' + tail, forecast=True)
+    assert leaky.verdict == "rejected"
+    assert any(".fit on the whole history" in r for r in leaky.reasons) and any(".mean() over the whole history" in r for r in leaky.reasons)
+    silent = review_program(head + 'train = values[:100]\n', forecast=True)
+    assert any("never writes working/val_forecast.npy" in r for r in silent.reasons)
+    assert any("never serves forecast mode" in r for r in silent.reasons)
+
+
+@pytest.mark.parametrize("model", ["model.forecast_linear", "model.forecast_seasonal_naive", "model.forecast_patch_mlp"])
+def test_every_forecasting_recipe_passes_the_review_and_writes_its_validation_forecasts(tmp_path, model):
+    if model == "model.forecast_patch_mlp":
+        pytest.importorskip("torch")
+    from recipe_runs import run_recipe
+
+    from mcgs.coders.recipe_config import default_config, render_program
+    from mcgs.profile import profile_task
+    from operators.code_review import review_program
+
+    spec = load_task(series_task(tmp_path / "t"))
+    profile = profile_task(spec)
+    config = default_config(model, profile)
+    if model == "model.forecast_patch_mlp":
+        config["params"]["epochs"] = 3
+    code, ids = render_program(config, title="t", plan="p", profile=profile)
+    assert review_program(code, forecast=True).verdict == "passed"
+    ev, out, ids = run_recipe(spec, config, tmp_path / "w", env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert model in ids and "look-back" in out
+    assert ev.oof.shape == (177, 24 * 3)
+    if model == "model.forecast_seasonal_naive":
+        assert profile["forecast"]["seasonal_period"] == 24 and config["params"]["period"] == 24
+    assert ev.score < 0.9  # persistence of the last value scores about 1.3 here
+
+
+def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_node(tmp_path):
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    spec = load_task(series_task(tmp_path / "t"))
+    settings = SearchSettings(time_budget_s=600, max_nodes=4, seed=0, cpu_threads=1, ensemble=False)
+    search = create_search(spec, tmp_path / "run", settings=settings)
+    final = search.run()
+    assert final is not None and final.config["model"] == "model.forecast_linear", [(n.seq, n.config.get("model"), n.score) for n in search.nodes()]
+    best = tmp_path / "run" / "best"
+    pred = np.load(best / "test_forecast.npy")
+    assert pred.shape == (177, 24, 3) and pred.dtype == np.float32
+    score = __import__("json").loads((best / "test_score.json").read_text())
+    # the same forecasts as the fitted model run on every test window at once, outside the sandbox
+    values = np.load(tmp_path / "run" / "private" / "series.npy")
+    model = pickle.loads((search.node_dir(final) / "working" / "model" / "model.pkl").read_bytes())
+    lookback = score["lookback"]
+    assert lookback in (48, 96)
+    origins = np.arange(1000, 1177)
+    rows = values[origins[:, None] + np.arange(-lookback, 0)[None, :]]  # (windows, L, 3)
+    xs = np.transpose(rows, (0, 2, 1)).reshape(-1, lookback).astype(np.float32)
+    level = xs[:, -1:]
+    design = np.concatenate([xs - level, np.ones((len(xs), 1), np.float32)], axis=1)
+    direct = np.transpose((design @ model["w"] + level).reshape(177, 3, 24), (0, 2, 1))
+    assert np.allclose(pred, direct, atol=1e-4)
+    truth = values[origins[:, None] + np.arange(24)[None, :]]
+    assert score["scores"]["mse"] == pytest.approx(float(np.mean((pred - truth) ** 2)), rel=1e-5)
+    persistence = float(np.mean((rows[:, -1:, :] - truth) ** 2))
+    assert score["scores"]["mse"] < 0.6 * persistence
+
+
+def test_forecast_grading_checks_the_shape(tmp_path):
+    from mcgs.protocols import ProtocolError
+    from mcgs.protocols.tslib import grade_forecast
+
+    answers = {"values": np.arange(40, dtype=np.float32).reshape(20, 2), "horizon": np.array(5)}
+    perfect = np.stack([answers["values"][i: i + 5] for i in range(16)])
+    assert grade_forecast(perfect, answers) == {"mse": 0.0, "mae": 0.0}
+    assert grade_forecast(perfect + 2, answers)["mse"] == pytest.approx(4.0)
+    with pytest.raises(ProtocolError, match=r"shape \(15, 5, 2\); the protocol has \(16, 5, 2\)"):
+        grade_forecast(perfect[1:], answers)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("name, raw, rows, windows, series", [("etth1-96", "etth1", 14400, 2785, 7), ("weather-720", "tslib-weather", 52696, 9820, 21)])
+def test_tslib_data_sets_are_prepared_with_their_protocol_borders(shared_data, tmp_path, name, raw, rows, windows, series):
+    from mcgs.protocols import grade_protocol, prepare_protocol
+
+    task_dir = prepare_protocol(name, shared_data / raw / "raw", tmp_path)
+    spec = load_task(task_dir)
+    f = spec.forecast
+    assert f.n_rows == rows and spec.n_test == windows and len(f.inputs) == series  # SOURCE.md's window counts
+    answers = np.load(tmp_path / "answers.npz")
+    assert answers["values"].shape == (rows - f.validation_end, series)
+    # persistence (repeat the last value) as SOURCE.md measures it: ETTh1 H=96 MSE 1.294 / MAE 0.713
+    values = (pd.read_csv(task_dir / "series.csv").drop(columns=["date"]).to_numpy() - f.mean) / f.std
+    last = values[np.asarray(f.test_origins()) - 1][:, None, :].repeat(f.horizon, axis=1).astype(np.float32)
+    np.save(tmp_path / "persist.npy", last)
+    scores = grade_protocol(name, tmp_path / "persist.npy", tmp_path / "answers.npz")
+    if name == "etth1-96":
+        assert scores["mse"] == pytest.approx(1.294, abs=0.002) and scores["mae"] == pytest.approx(0.713, abs=0.002)
+    else:
+        assert scores["mse"] == pytest.approx(0.465, abs=0.002) and scores["mae"] == pytest.approx(0.394, abs=0.002)
