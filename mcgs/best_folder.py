@@ -22,7 +22,7 @@ from mcgs.contract import OOF_PATH, SUBMISSION_PATH, TEST_PRED_PATH
 from mcgs.forecast import VAL_FORECAST_PATH
 from mcgs.node import FrozenNode, Operator
 
-__all__ = ["atomic_write", "copy_members", "write_best"]
+__all__ = ["atomic_write", "copy_members", "member_files", "write_best"]
 
 
 def atomic_write(dst: Path, data: bytes) -> None:
@@ -38,7 +38,7 @@ def atomic_write(dst: Path, data: bytes) -> None:
 
 
 def copy_members(node: FrozenNode, by_id: Mapping[int, FrozenNode], node_dir: Callable[[FrozenNode], Path], dest: Path,
-                 max_bytes: int) -> None:
+                 max_bytes: int, files: tuple[str, ...] = (OOF_PATH, TEST_PRED_PATH)) -> None:
     """Copy an ensemble node's members' prediction files to ``dest/members/<node>/``.
 
     Args:
@@ -47,14 +47,21 @@ def copy_members(node: FrozenNode, by_id: Mapping[int, FrozenNode], node_dir: Ca
         node_dir: The workspace of a node.
         dest: Folder to copy into (the ensemble's workspace, or ``best/``).
         max_bytes: Cap on one file.
+        files: The members' files to copy (a forecasting task's: ``working/val_forecast.npy``).
 
     Raises:
         CandidateFileError: a member's file is gone, a link, or over the size cap.
     """
     for member_id in node.config["weights"]:
         member = node_dir(by_id[int(member_id)])
-        for name in (OOF_PATH, TEST_PRED_PATH):
+        for name in files:
             copy_candidate_file(member, name, dest / "members" / member.name / name, max_bytes=max_bytes)
+
+
+def member_files(task) -> tuple[str, ...]:
+    """The files of an ensemble's members that it reads: their OOF and test predictions, or a
+    forecasting task's validation forecasts."""
+    return (VAL_FORECAST_PATH,) if task.forecast is not None else (OOF_PATH, TEST_PRED_PATH)
 
 
 def write_best(run_dir: Path, input_dir: Path, node: FrozenNode, by_id: Mapping[int, FrozenNode],
@@ -86,7 +93,7 @@ def write_best(run_dir: Path, input_dir: Path, node: FrozenNode, by_id: Mapping[
         link.symlink_to(os.path.relpath(input_dir, best), target_is_directory=True)
     if node.operator is Operator.ENSEMBLE:
         shutil.rmtree(best / "members", ignore_errors=True)
-        copy_members(node, by_id, node_dir, best, max_bytes)
+        copy_members(node, by_id, node_dir, best, max_bytes, member_files(task))
     atomic_write(best / "solution.py", node.code.encode())
     if task.forecast is not None:  # its test windows are forecast by the engine at the end (mcgs.forecast_mode)
         copy_candidate_file(ws, VAL_FORECAST_PATH, best / "val_forecast.npy", max_bytes=max_bytes)

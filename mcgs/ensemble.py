@@ -205,7 +205,7 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
             return float(-np.mean(np.log(np.clip(p[rows, idx], eps, 1 - eps))))
 
         return name, multiclass_log_loss, higher
-    if spec.task_kind in ("regression", "multi_target_regression") and name in ("rmse", "rmsle", "mean_column_rmsle", "mae"):
+    if spec.task_kind in ("regression", "multi_target_regression") and name in ("rmse", "rmsle", "mean_column_rmsle", "mae", "mse"):
         log = name in ("rmsle", "mean_column_rmsle")
         yt = np.asarray(y_true, dtype=float).reshape(len(y_true), -1)
         if log:
@@ -214,7 +214,10 @@ def selection_criterion(spec: TaskSpec, y_true: np.ndarray) -> tuple[str, Callab
         def regression(pred: np.ndarray) -> float:  # mean over target columns, as score_predictions
             p = np.log1p(np.clip(pred, 0, None)) if log else pred
             err = p - yt
-            per_column = np.abs(err).mean(axis=0) if name == "mae" else np.sqrt((err**2).mean(axis=0))
+            if name == "mae":
+                per_column = np.abs(err).mean(axis=0)
+            else:
+                per_column = (err**2).mean(axis=0) if name == "mse" else np.sqrt((err**2).mean(axis=0))
             return float(per_column.mean())
 
         return name, regression, higher
@@ -564,6 +567,18 @@ def render_ensemble_program(members: Mapping[str, int], plan: str, blend: str = 
         blend, temperature: As :class:`EnsembleSelection`.
     """
     return _render("ensemble.py.j2", "mcgs ensemble node", repr(dict(members)), plan, blend=blend, temperature=temperature)
+
+
+def render_forecast_ensemble_program(members: Mapping[str, int], plan: str) -> str:
+    """A forecasting task's ensemble node's program: blends its members' validation forecasts
+    with fixed weights (its test windows are the members' forecast-mode answers, blended by the
+    engine: :func:`mcgs.forecast_mode.write_test_forecast`).
+
+    Args:
+        members: member workspace (relative to the ensemble's workspace) -> weight.
+        plan: Text placed in the docstring.
+    """
+    return _render("forecast_ensemble.py.j2", "mcgs forecast ensemble node", repr(dict(members)), plan)
 
 
 def _render(template: str, title: str, members: str, plan: str, **extra) -> str:

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from mcgs.best_folder import copy_members
+from mcgs.best_folder import copy_members, member_files
 from mcgs.budget import MIN_CANDIDATE_S
 from mcgs.candidate_files import CandidateFileError
 from mcgs.coders import CoderStop
@@ -196,7 +196,7 @@ def prepare_node_workspace(search, node: FrozenNode) -> tuple[Path, str | None]:
     problem = None
     if node.operator is Operator.ENSEMBLE:
         try:
-            copy_members(node, {n.id: n for n in search.nodes()}, search.node_dir, ws, search.max_output_bytes)
+            copy_members(node, {n.id: n for n in search.nodes()}, search.node_dir, ws, search.max_output_bytes, member_files(search.task))
         except CandidateFileError as exc:  # a member's workspace was removed or damaged since
             problem = f"a member's artifacts are lost: {exc}"
     search.storage.set_running(node.id, str(ws.relative_to(search.run_dir)))

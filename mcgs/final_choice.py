@@ -29,7 +29,8 @@ def lost_artifacts(search, node: FrozenNode) -> str | None:
     needed = [(node, (VAL_FORECAST_PATH,) if search.task.forecast is not None else (SUBMISSION_PATH,))]
     if node.operator is Operator.ENSEMBLE:
         by_id = {n.id: n for n in search.nodes()}
-        needed += [(by_id[int(i)], (OOF_PATH, TEST_PRED_PATH)) for i in node.config.get("weights", {}) if int(i) in by_id]
+        files = (VAL_FORECAST_PATH,) if search.task.forecast is not None else (OOF_PATH, TEST_PRED_PATH)
+        needed += [(by_id[int(i)], files) for i in node.config.get("weights", {}) if int(i) in by_id]
     for n, files in needed:
         ws = search.node_dir(n)
         if not ws.is_dir():

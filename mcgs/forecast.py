@@ -73,6 +73,8 @@ MODEL_DIR = "working/model"
 FDS_ENV = "MCGS_FORECAST_FDS"
 #: most validation windows a node is scored on; more are thinned to every k-th origin
 MAX_VALIDATION_WINDOWS = 1000
+#: contiguous blocks of validation windows an ensemble's weights are cross-fitted on
+ENSEMBLE_FOLDS = 5
 
 
 class ForecastError(ValueError):
@@ -372,12 +374,19 @@ class ForecastLabels:
     Attributes:
         spec: The task (:class:`mcgs.task.TaskSpec` with ``forecast`` set).
         y: The validation windows' true (scaled) values.
+        folds, validated_rows: Per window its block (0-4, in time order) and every window's
+            index: what ensemble selection reads of a table task's labels.
     """
 
     def __init__(self, spec, values: np.ndarray) -> None:
         f = spec.forecast
         self.spec = spec
         self.y = window_targets(values, f.validation_origins(), f.horizon, f.target_index)
+        n = len(self.y)
+        #: five contiguous blocks of the validation windows: the folds an ensemble's weights are
+        #: cross-fitted on (:func:`mcgs.ensemble.nested_ensemble_score`)
+        self.folds = np.arange(n) * ENSEMBLE_FOLDS // max(n, 1)
+        self.validated_rows = np.arange(n)
 
     @classmethod
     def load(cls, spec, data_dir: Path) -> "ForecastLabels":

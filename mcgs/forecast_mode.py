@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mcgs.forecast import TEST_FORECAST_FILE, ForecastError, WindowFeed, window_targets
-from mcgs.node import FrozenNode
+from mcgs.node import FrozenNode, Operator
 
 __all__ = ["forecast_windows", "write_test_forecast", "forecast_scores"]
 
@@ -73,8 +73,12 @@ def write_test_forecast(search, node: FrozenNode) -> dict:
     """Forecast the test windows with ``node`` (:func:`forecast_windows`) and write them into
     ``RUN_DIR/best/`` (module docstring).
 
+    An ensemble node's test windows are its members' forecast-mode answers, each member's
+    program run in its own workspace, blended with the node's weights.
+
     Returns:
-        What was written: ``{"node": seq, "windows": n, "lookback": L, "scores": {"mse", "mae"} | None}``.
+        What was written: ``{"node": seq, "windows": n, "lookback": L, "scores": {"mse", "mae"} | None}``
+        (an ensemble's ``lookback``: member seq -> its look-back).
 
     Raises:
         ForecastError: as :func:`forecast_windows`.
@@ -83,7 +87,16 @@ def write_test_forecast(search, node: FrozenNode) -> dict:
 
     f = search.task.forecast
     origins = f.test_origins()
-    pred, lookback = forecast_windows(search, node, origins)
+    if node.operator is Operator.ENSEMBLE:  # each member's program in its own workspace, blended with the node's weights
+        by_id = {n.id: n for n in search.nodes()}
+        weights = [(by_id[int(i)], float(w)) for i, w in node.config["weights"].items()]
+        pred, lookback = np.zeros((len(origins), f.horizon, len(f.targets)), dtype=np.float64), {}
+        for member, w in weights:
+            answer, lookback[member.seq] = forecast_windows(search, member, origins)
+            pred += w * answer
+        pred = (pred / sum(w for _, w in weights)).astype(np.float32)
+    else:
+        pred, lookback = forecast_windows(search, node, origins)
     best = search.run_dir / "best"
     best.mkdir(exist_ok=True)
     path = best / TEST_FORECAST_FILE

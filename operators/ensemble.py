@@ -144,35 +144,50 @@ def _plan(search, reason: str, sel, oofs, by_id) -> str:
     )
 
 
-def _add_ensemble_node(search, reason: str) -> FrozenNode | None:
-    """Select an ensemble and store it as a PENDING node; None when fewer than two nodes are
-    worth combining."""
-    from mcgs.ensemble import nested_ensemble_score, render_ensemble_program, render_stacking_program, select_ensemble
-    from mcgs.evaluation import read_predictions
-    from mcgs.operators.code_review import review_program
+def _member_predictions(search, members) -> tuple:
+    """``(y, folds, oofs)``: the labels and folds of the validated rows and each member's OOF
+    predictions (member id -> (rows, columns)); a forecasting task's rows are its validation
+    windows, its columns every step of every series. A member whose files are gone or damaged
+    is left out."""
+    from mcgs.evaluation import evaluate_forecast, read_predictions
 
-    if search.task.forecast is not None:  # a forecast's test windows come from each node's forecast mode, not from files to combine
-        return None
-    members = _candidates(search)
-    if len(members) < 2:
-        return None
     labels = search.labels
-    rows = labels.validated_rows
     oofs = {}
     for n in members:
         try:
-            oofs[n.id] = read_predictions(search.task, search.node_dir(n), OOF_PATH, rows, max_bytes=search.max_output_bytes)
+            if search.task.forecast is not None:
+                oofs[n.id] = evaluate_forecast(labels, search.node_dir(n), max_bytes=search.max_output_bytes).oof
+            else:
+                oofs[n.id] = read_predictions(search.task, search.node_dir(n), OOF_PATH, labels.validated_rows, max_bytes=search.max_output_bytes)
         except OutputError:  # workspace removed or damaged: not a candidate
             continue
+    rows = labels.validated_rows
+    y = labels.y.reshape(len(labels.y), -1) if search.task.forecast is not None else labels.y[rows]
+    return y, labels.folds[rows], oofs
+
+
+def _add_ensemble_node(search, reason: str) -> FrozenNode | None:
+    """Select an ensemble and store it as a PENDING node; None when fewer than two nodes are
+    worth combining."""
+    from mcgs.ensemble import nested_ensemble_score, render_ensemble_program, render_forecast_ensemble_program, render_stacking_program, select_ensemble
+    from mcgs.operators.code_review import review_program
+
+    members = _candidates(search)
+    if len(members) < 2:
+        return None
+    forecast = search.task.forecast is not None
+    y, folds, oofs = _member_predictions(search, members)
     if len(oofs) < 2:
         return None
     trim = search.settings.ensemble_gross_error_sd
-    sel = select_ensemble(search.task, labels.y[rows], oofs, gross_error_sd=trim)
+    # a forecast's windows x steps x series are the columns of a multi-target regression
+    spec = search.task.model_copy(update={"task_kind": "multi_target_regression"}) if forecast else search.task
+    sel = select_ensemble(spec, y, oofs, gross_error_sd=trim)
     if len(sel.weights) < 2 and (sel.temperature == 1.0 or search.settings.ensemble_method == "stacking"):
         logger.info("%s: selection kept a single node; no ensemble node added", reason)
         return None
     try:  # the honest estimate of this ensemble, used for the final choice (mcgs.final_choice)
-        nested = nested_ensemble_score(search.task, labels.y[rows], oofs, labels.folds[rows], gross_error_sd=trim)
+        nested = nested_ensemble_score(spec, y, oofs, folds, gross_error_sd=trim)
     except ValueError as exc:  # a fold too small for the metric (one class): keep the OOF score
         logger.info("%s: no cross-fitted score (%s)", reason, exc)
         nested = None
@@ -181,11 +196,13 @@ def _add_ensemble_node(search, reason: str) -> FrozenNode | None:
     by_id = {n.id: n for n in members}
     weights = {f"members/{search.node_dir(by_id[i]).name}": w for i, w in sel.weights.items()}
     plan = _plan(search, reason, sel, oofs, by_id)
-    if search.settings.ensemble_method == "stacking":
+    if forecast:  # a weighted mean of forecasts; its test windows are blended by the engine (mcgs.forecast_mode)
+        code = render_forecast_ensemble_program(weights, plan)
+    elif search.settings.ensemble_method == "stacking":
         code = render_stacking_program(list(weights), plan)
     else:
         code = render_ensemble_program(weights, plan, sel.blend, sel.temperature)
-    review = review_program(code)
+    review = review_program(code, forecast=forecast)
     root = next(n for n in search.nodes() if n.parent_id is None)
     config = {"weights": {str(i): w for i, w in sel.weights.items()}, "criterion": sel.criterion, "method": search.settings.ensemble_method,
               "blend": sel.blend, "temperature": sel.temperature, "excluded_rows": sel.excluded_rows, "nested_score": nested}

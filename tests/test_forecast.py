@@ -7,6 +7,7 @@ with the Time-Series-Library protocol (real data)."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 
@@ -228,34 +229,44 @@ def test_every_forecasting_recipe_passes_the_review_and_writes_its_validation_fo
 
 
 def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_node(tmp_path):
+    from mcgs.forecast_mode import forecast_windows, write_test_forecast
+    from mcgs.node import Operator
     from mcgs.search import create_search
     from mcgs.settings import SearchSettings
 
     spec = load_task(series_task(tmp_path / "t"))
-    settings = SearchSettings(time_budget_s=600, max_nodes=4, seed=0, cpu_threads=1, ensemble=False)
+    settings = SearchSettings(time_budget_s=600, max_nodes=4, seed=0, cpu_threads=1)
     search = create_search(spec, tmp_path / "run", settings=settings)
     final = search.run()
-    assert final is not None and final.config["model"] == "model.forecast_linear", [(n.seq, n.config.get("model"), n.score) for n in search.nodes()]
+    assert final is not None
     best = tmp_path / "run" / "best"
     pred = np.load(best / "test_forecast.npy")
     assert pred.shape == (177, 24, 3) and pred.dtype == np.float32
     score = __import__("json").loads((best / "test_score.json").read_text())
-    # the same forecasts as the fitted model run on every test window at once, outside the sandbox
+    assert score["node"] == final.seq
     values = np.load(tmp_path / "run" / "private" / "series.npy")
-    model = pickle.loads((search.node_dir(final) / "working" / "model" / "model.pkl").read_bytes())
-    lookback = score["lookback"]
-    assert lookback in (48, 96)
     origins = np.arange(1000, 1177)
-    rows = values[origins[:, None] + np.arange(-lookback, 0)[None, :]]  # (windows, L, 3)
-    xs = np.transpose(rows, (0, 2, 1)).reshape(-1, lookback).astype(np.float32)
-    level = xs[:, -1:]
-    design = np.concatenate([xs - level, np.ones((len(xs), 1), np.float32)], axis=1)
-    direct = np.transpose((design @ model["w"] + level).reshape(177, 3, 24), (0, 2, 1))
-    assert np.allclose(pred, direct, atol=1e-4)
     truth = values[origins[:, None] + np.arange(24)[None, :]]
     assert score["scores"]["mse"] == pytest.approx(float(np.mean((pred - truth) ** 2)), rel=1e-5)
-    persistence = float(np.mean((rows[:, -1:, :] - truth) ** 2))
+    persistence = float(np.mean((values[origins - 1][:, None, :] - truth) ** 2))
     assert score["scores"]["mse"] < 0.6 * persistence
+    # a linear node's forecast-mode answers are its fitted model's, run on every window at once outside the sandbox
+    linear = [n for n in search.nodes() if n.is_valid and n.config.get("model") == "model.forecast_linear"][0]
+    answers, lookback = forecast_windows(search, linear, origins)
+    model = pickle.loads((search.node_dir(linear) / "working" / "model" / "model.pkl").read_bytes())
+    rows = values[origins[:, None] + np.arange(-lookback, 0)[None, :]]  # (windows, L, 3)
+    xs = np.transpose(rows, (0, 2, 1)).reshape(-1, lookback).astype(np.float32)
+    design = np.concatenate([xs - xs[:, -1:], np.ones((len(xs), 1), np.float32)], axis=1)
+    direct = np.transpose((design @ model["w"] + xs[:, -1:]).reshape(177, 3, 24), (0, 2, 1))
+    assert lookback in (48, 96) and np.allclose(answers, direct, atol=1e-4)
+    # an ensemble's test windows: every member's own program in forecast mode, blended by the engine
+    a, b = [n for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE][:2]
+    ensemble = dataclasses.replace(final, operator=Operator.ENSEMBLE, config={"weights": {str(a.id): 3, str(b.id): 1}})
+    out = write_test_forecast(search, ensemble)
+    blended = np.load(best / "test_forecast.npy")
+    members = [forecast_windows(search, n, origins)[0] for n in (a, b)]
+    assert np.allclose(blended, (3 * members[0] + members[1]) / 4, atol=1e-5)
+    assert set(out["lookback"]) == {a.seq, b.seq}
 
 
 def test_forecast_grading_checks_the_shape(tmp_path):
