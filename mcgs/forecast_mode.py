@@ -25,7 +25,29 @@ import numpy as np
 from mcgs.forecast import TEST_FORECAST_FILE, ForecastError, WindowFeed, window_targets
 from mcgs.node import FrozenNode, Operator
 
-__all__ = ["forecast_windows", "write_test_forecast", "forecast_scores"]
+__all__ = ["forecast_windows", "write_test_forecast", "forecast_scores", "finish_forecast", "forecast_labels"]
+
+
+def forecast_labels(run_dir: Path, task):
+    """The run's :class:`mcgs.forecast.ForecastLabels`, from the engine's own copy of the series
+    (``RUN_DIR/private/series.npy``, written with the run's input)."""
+    from mcgs.forecast import ForecastLabels
+
+    return ForecastLabels(task, np.load(Path(run_dir) / "private" / "series.npy"))
+
+
+def finish_forecast(search, node: FrozenNode) -> None:
+    """The handed-in node's test forecasts at the end of a run (:func:`write_test_forecast`),
+    said on the console; a failure is said, not raised: the run's nodes stay, and a resume tries
+    again."""
+    try:
+        out = write_test_forecast(search, node)
+    except ForecastError as exc:
+        search.say(f"warning: no test forecast: {exc}")
+        return
+    scores = out["scores"]
+    search.say(f"test forecast of node {node.seq} (look-back {out['lookback']}): {out['windows']} window(s) -> best/test_forecast.npy"
+               + (f" (test mse {scores['mse']:.4f}, mae {scores['mae']:.4f})" if scores else " and best/submission.csv"))
 
 
 def forecast_windows(search, node: FrozenNode, origins, timeout_s: float | None = None) -> np.ndarray:

@@ -197,13 +197,11 @@ def profile_task(spec: TaskSpec) -> dict[str, Any]:
         * ``drift`` {column: statistic} and ``drifted_columns`` (statistic above
           :data:`DRIFT_THRESHOLD`, or above the KS critical value for small tables);
         * ``train_only_columns`` (never features) and ``leakage`` [{column, reason}];
-        * for a forecasting task, the table keys with each series a numeric column, ``modality``
-          ``forecast`` and ``forecast`` (:func:`mcgs.forecast.describe_forecast`);
         * ``modality`` (``table``, ``image`` or ``graph``) and, for an image task, ``media``: the files'
           count, formats, modes, channels, sizes and sampled pixel statistics
           (:func:`mcgs.media.describe_media`) and ``orientation_free`` (:func:`orientation_free`);
           the column naming the files is not a feature; for a graph task, ``graph``: nodes,
-          edges, degrees and label homophily (:func:`mcgs.graph_task.describe_graph`).
+          edges, degrees and label homophily (:func:`mcgs.graph_task.describe_graph`); a forecast's: :func:`_forecast_profile`.
     """
     if spec.forecast is not None:
         return _forecast_profile(spec)

@@ -19,9 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 
 from mcgs.best_folder import write_best
+from mcgs.forecast_mode import finish_forecast, forecast_labels
 from mcgs.budget import Budget, StopReason
 from mcgs.coders import Coder, CoderStop
 from mcgs.contract import prepare_run_input
@@ -195,16 +195,10 @@ class Search:
 
     @property
     def labels(self) -> TaskLabels:
-        """The labels, folds and sample submission the engine scores with, read once from the
-        run's ``input/`` copy of the task (what every candidate reads)."""
+        """What the engine scores with, read once: the labels, folds and sample submission of the run's ``input/`` copy."""
         if self._labels is None:
-            if self.task.forecast is not None:  # the engine's own copy of the series (mcgs.contract._forecast_input)
-                from mcgs.forecast import ForecastLabels
-
-                self._labels = ForecastLabels(self.task, np.load(self.run_dir / "private" / "series.npy"))
-                return self._labels
             inp = self.task.model_copy(update={"data_dir": self.input_dir})
-            self._labels = TaskLabels.load(inp, self.input_dir / "folds.csv")
+            self._labels = forecast_labels(self.run_dir, self.task) if self.task.forecast else TaskLabels.load(inp, self.input_dir / "folds.csv")
         return self._labels
 
     @property
@@ -360,25 +354,9 @@ class Search:
         if final is not None:
             self.export_best(final)
             if self.task.forecast is not None:
-                self._forecast_test(final)
+                finish_forecast(self, final)
         save_progress(self, status=RunStatus.FINISHED)
         return final
-
-    def _forecast_test(self, node: FrozenNode) -> None:
-        """The handed-in node's test forecasts, window by window in forecast mode
-        (:func:`mcgs.forecast_mode.write_test_forecast`); a failure is said, not raised: the
-        run's nodes stay, and ``mcgs protocol grade`` or a resume tries again."""
-        from mcgs.forecast import ForecastError
-        from mcgs.forecast_mode import write_test_forecast
-
-        try:
-            out = write_test_forecast(self, node)
-        except ForecastError as exc:
-            self.say(f"warning: no test forecast: {exc}")
-            return
-        scores = out["scores"]
-        self.say(f"test forecast of node {node.seq} (look-back {out['lookback']}): {out['windows']} window(s) -> best/test_forecast.npy"
-                 + (f" (test mse {scores['mse']:.4f}, mae {scores['mae']:.4f})" if scores else " and best/submission.csv"))
 
     def work(self, drain: bool = False) -> int:
         """Take part in a run as one more worker (``mcgs worker``): :func:`mcgs.execution.work`.

@@ -131,6 +131,28 @@ def _program_env(extra_env, workspace: Path, limits: SandboxLimits, marker: str,
     return env
 
 
+def _cancelled_before_start(workspace: Path, feed) -> ExecutionResult:
+    """The record of a program whose run was cancelled before it started (its feed closed)."""
+    logger.info("%s: cancelled before start", workspace)
+    if feed is not None:
+        feed.abandon()
+    return ExecutionResult(outcome=Outcome.CANCELLED, returncode=None, runtime_s=0.0, stdout_tail="", stderr_tail="",
+                           error="cancelled before start", traceback_tail=None, peak_rss_mb=None)
+
+
+def _start(runner: Supervisor, feed) -> None:
+    """Start the program; a forecast-mode feed starts answering it (or, when the program could
+    not start, closes its pipes)."""
+    try:
+        runner.start()
+    except BaseException:
+        if feed is not None:
+            feed.abandon()
+        raise
+    if feed is not None:
+        feed.started()
+
+
 def run_program(
     workspace: Path,
     script: str = "solution.py",
@@ -166,8 +188,7 @@ def run_program(
             running then is stopped with outcome ``CANCELLED`` and ``error``
             ``"stopped after N s: the run's time budget ended"``, not ``TIMEOUT``: it did not
             pass its own limit.
-        feed: Forecast mode's :class:`mcgs.forecast.WindowFeed`: the program inherits its two
-            pipes and the feed answers it while it runs (its result is read by the caller).
+        feed: Forecast mode's :class:`mcgs.forecast.WindowFeed` (its two pipes inherited; the caller reads its result).
 
     Returns:
         The :class:`ExecutionResult`.
@@ -192,20 +213,9 @@ def run_program(
         if limits.isolation == ISOLATION_NAMESPACES:
             argv, as_other_user = namespace_argv(argv, workspace, limits)
         if cancel is not None and cancel.is_set():
-            logger.info("%s: cancelled before start", workspace)
-            if feed is not None:
-                feed.abandon()
-            return ExecutionResult(outcome=Outcome.CANCELLED, returncode=None, runtime_s=0.0, stdout_tail="", stderr_tail="",
-                                   error="cancelled before start", traceback_tail=None, peak_rss_mb=None)
+            return _cancelled_before_start(workspace, feed)
         runner = Supervisor(argv, workspace, env, limits, marker, out_fd, err_fd, as_other_user, pass_fds=feed.child_fds if feed else ())
-        try:
-            runner.start()
-        except BaseException:
-            if feed is not None:
-                feed.abandon()
-            raise
-        if feed is not None:
-            feed.started()
+        _start(runner, feed)
         returncode, runtime_s, stop_reason, peak_rss_mb = runner.run(cancel, cancel_after_s)
         # read through the engine's own descriptors: whatever the program put at those paths
         # since (a link to another file) is never read
