@@ -73,7 +73,7 @@ def test_a_graph_task_loads_with_its_split_and_reaches_candidates_through_the_co
     assert set(spec.extra_files) >= {"edges.csv", "nodes.csv"}
     assert spec.validation.kind == "predefined" and (spec.n_train, spec.n_test) == (90, 100)
     tj = build_task_json(spec)
-    assert tj.contract_version == "1.4"
+    assert tj.contract_version == "1.5"
     assert tj.graph.model_dump() == {"edges": "input/edges.csv", "nodes": "input/nodes.csv", "id_column": "node",
                                      "source": "source", "target": "target", "directed": False}
     inp = prepare_run_input(spec, tmp_path / "run")

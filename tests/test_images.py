@@ -230,7 +230,7 @@ def test_a_candidate_reads_the_files_through_the_contract(tmp_path, layout):
     spec = load_task(make(tmp_path / "t"))
     inp = prepare_run_input(spec, tmp_path / "run")
     tj = json.loads((inp / "task.json").read_text())
-    assert tj["contract_version"] == "1.4"
+    assert tj["contract_version"] == "1.5"
     expected = {"plain": ("input/images", "", False), "mlebench": ("input/test.zip", "test/", True)}[layout]
     assert (tj["media"]["test"]["source"], tj["media"]["test"]["prefix"], tj["media"]["test"]["archive"]) == expected
     test_table = pd.read_csv(tmp_path / "run" / tj["files"]["test"]["path"])

@@ -18,6 +18,7 @@ TABLE = [
     ("rmse", False, False, [1.0, 2.0, 3.0], [1.0, 2.0, 5.0], math.sqrt(4 / 3)),
     ("rmsle", False, False, [0.0, 1.0], [1.0, 1.0], math.sqrt(math.log(2) ** 2 / 2)),
     ("mae", False, False, [1.0, 2.0, 3.0], [2.0, 2.0, 5.0], 1.0),
+    ("mse", False, False, [1.0, 2.0, 3.0], [2.0, 2.0, 5.0], 5.0 / 3),
     # micro F1 = accuracy for single-label data; macro F1 = mean of per-class F1 (2/3 and 0)
     ("f1_micro", True, False, [0, 1, 2, 2], [0, 2, 2, 1], 0.5),
     ("f1_macro", True, False, [0, 1, 1, 1], [0, 0, 1, 1], (2 / 3 + 0.8) / 2),

@@ -155,7 +155,7 @@ def test_time_split_never_validates_the_first_chunk(tmp_path):
 def test_task_json_follows_schema(tmp_path):
     spec = load_task(write_task(tmp_path / "t", task={"metric": "log_loss"}))
     tj = build_task_json(spec)
-    assert tj.contract_version == "1.4"
+    assert tj.contract_version == "1.5"
     assert tj.media is None  # a table task
     assert tj.prediction_columns == ["label"]
     assert tj.files["train"].path == "input/train.csv"
