@@ -17,6 +17,7 @@ sees no test value past the look-back of the window it answers. What it writes i
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -121,10 +122,9 @@ def write_test_forecast(search, node: FrozenNode) -> dict:
         pred, lookback = forecast_windows(search, node, origins)
     best = search.run_dir / "best"
     best.mkdir(exist_ok=True)
-    path = best / TEST_FORECAST_FILE
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, pred)
-    tmp.replace(path)
+    raw = io.BytesIO()
+    np.save(raw, pred)
+    atomic_write(best / TEST_FORECAST_FILE, raw.getvalue())
     out = {"node": node.seq, "windows": len(origins), "lookback": lookback, "scores": None}
     if f.test_end is not None:
         values = np.load(search.run_dir / "private" / "series.npy")

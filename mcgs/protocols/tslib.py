@@ -77,14 +77,15 @@ def grade_forecast(submission: np.ndarray, answers) -> dict[str, float]:
     Raises:
         ProtocolError: the forecasts' shape is not the protocol's.
     """
+    from mcgs.forecast import window_targets
+    from mcgs.forecast_mode import forecast_scores
+
     values, horizon = answers["values"].astype(np.float64), int(answers["horizon"])
     n = len(values) - horizon + 1
     if submission.shape != (n, horizon, values.shape[1]):
         raise ProtocolError(f"the forecasts have shape {submission.shape}; the protocol has {(n, horizon, values.shape[1])} "
                             f"(windows, horizon, series): give RUN_DIR/best/test_forecast.npy of a run on this task")
-    idx = np.arange(n)[:, None] + np.arange(horizon)[None, :]
-    err = submission.astype(np.float64) - values[idx]
-    return {"mse": float(np.mean(err ** 2)), "mae": float(np.mean(np.abs(err)))}
+    return forecast_scores(window_targets(values, range(n), horizon, list(range(values.shape[1]))), submission)
 
 
 PROTOCOLS = tuple(
