@@ -168,6 +168,25 @@ def test_graph_networks_train_on_the_whole_graph(tmp_path, model):
     assert ev.score > 0.8 and _accuracy(spec, ev.test_pred, answers) > 0.75  # chance 0.33, the features alone about 0.58
 
 
+def test_a_graph_network_short_of_time_drops_seeds_rather_than_epochs(tmp_path):
+    """Three seeds asked, time for about one: the fold averages the networks that had their full
+    epochs instead of three cut short (an aggregate node once scored below its single-seed parent
+    that way)."""
+    pytest.importorskip("torch")
+    from recipe_runs import run_recipe
+
+    from mcgs.coders.recipe_config import default_config
+
+    folder, _ = graph_task(tmp_path / "t")
+    spec = load_task(folder)
+    config = default_config("model.gcn", profile_task(spec))
+    config["params"]["epochs"] = 5000
+    config["n_seeds"] = 3
+    ev, out, _ = run_recipe(spec, config, tmp_path / "w", env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MCGS_TIME_LIMIT_S": "2"})
+    assert "fold 0: 1 of 3 seeds (no time for another full-length network)" in out
+    assert out.count("epochs in") == 1 and ev.score is not None
+
+
 def test_the_search_on_a_graph_task_drafts_graph_models_and_hands_in_a_submission(tmp_path):
     pytest.importorskip("torch")
     from mcgs.export import ExportError, export_node
