@@ -36,6 +36,7 @@ __all__ = [
     "open_candidate_file",
     "read_candidate_file",
     "copy_candidate_file",
+    "copy_candidate_tree",
     "candidate_file_exists",
     "disk_usage_bytes",
     "remove_tree",
@@ -205,6 +206,58 @@ def copy_candidate_file(workspace: str | Path, rel: str, dest: str | Path, *, ma
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+
+def copy_candidate_tree(workspace: str | Path, rel: str, dest: str | Path, *, max_bytes: int, max_files: int = 10_000) -> int:
+    """Copy the folder ``workspace/rel`` (a fitted model a program saved as several files) to
+    ``dest``: every regular file in it, each through :func:`copy_candidate_file`; the folder and
+    its subfolders are never reached through a link.
+
+    Args:
+        max_bytes: Cap on all the files together, bytes.
+        max_files: Cap on their number.
+
+    Returns:
+        The bytes copied.
+
+    Raises:
+        CandidateFileError: the folder is missing or a link, holds a link, a FIFO or another
+            file that is not regular, more than ``max_files`` files, or more than ``max_bytes``.
+    """
+    workspace, dest = Path(workspace), Path(dest)
+    parts = _parts(rel)
+    for i in range(len(parts)):
+        shown = "/".join(parts[: i + 1])
+        try:
+            st = os.lstat(workspace.joinpath(*parts[: i + 1]))
+        except FileNotFoundError:
+            raise CandidateFileError(shown, "missing", f"{shown} was not written") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise CandidateFileError(shown, "link" if stat.S_ISLNK(st.st_mode) else "not_regular",
+                                     f"{shown} is {_kind(st.st_mode)}, not a folder; {_WHY}")
+    files: list[str] = []
+    pending = [PurePosixPath(*parts)]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(workspace / folder) as entries:
+            for entry in entries:
+                sub = folder / entry.name
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    pending.append(sub)
+                elif stat.S_ISREG(mode):
+                    files.append(str(sub))
+                else:
+                    raise CandidateFileError(str(sub), "link" if stat.S_ISLNK(mode) else "not_regular",
+                                             f"{sub} is {_kind(mode)}; {_WHY}")
+                if len(files) > max_files:
+                    raise CandidateFileError(rel, "too_large", f"{rel} holds more than {max_files} files")
+    total = 0
+    for f in sorted(files):
+        left = max_bytes - total
+        copy_candidate_file(workspace, f, dest / PurePosixPath(f).relative_to(*parts), max_bytes=left)
+        total += (dest / PurePosixPath(f).relative_to(*parts)).stat().st_size
+    return total
 
 
 def candidate_file_exists(workspace: str | Path, rel: str) -> bool:

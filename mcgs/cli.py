@@ -447,7 +447,7 @@ def _show_request(parsed) -> None:
 @app.command()
 def request(
     prompt: str = typer.Argument(..., help="The request in plain words."),
-    data: Path = typer.Option(..., "--data", help="Folder holding train.csv and test.csv."),
+    data: Path = typer.Option(..., "--data", help="Folder holding train.csv and test.csv, or one history to forecast (series.csv)."),
     coder: str = typer.Option("auto", help="recipe: rules only; anthropic: Claude reads the request too (needs ANTHROPIC_API_KEY); auto: anthropic when the key is set."),
 ) -> None:
     """Parse and verify a request against a data folder without searching: print the task
@@ -459,7 +459,8 @@ def request(
         _show_request(parsed)
         if parsed.problems:
             raise RequestError(parsed.problems)
-        console.print_json(parsed.request.model_dump_json())
+        shown = parsed.request.model_dump(mode="json") | ({"forecast": parsed.forecast} if parsed.forecast else {})
+        console.print_json(json.dumps(shown))
 
 
 @app.command()
@@ -658,7 +659,8 @@ def export(
     storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password."),
 ) -> None:
     """Write a deployable folder for a node: its fitted fold models, predict.py (CSV in, CSV out;
-    or predict(DataFrame)), train.py (refit on all rows), pinned requirements and a model card.
+    or predict(DataFrame)), train.py (refit on all rows), pinned requirements and a model card;
+    for a forecasting task, forecast.py (a history in, the next steps out).
     The task's constraints (inference ms per row, model size, interpretability) are measured on
     it; without --node, a chosen node that breaks one gives way to the next best that passes."""
     with _user_errors():
@@ -671,11 +673,17 @@ def export(
         except ExportError as exc:
             raise _UserError(str(exc)) from None
     m = result.measurements
-    out.print(f"exported node {result.node_seq} to {result.path}: {m['ms_per_row']} ms per row, model {m['model_mb']} MiB"
+    forecasting = (result.path / "forecast.py").is_file()
+    out.print(f"exported node {result.node_seq} to {result.path}: {m['ms_per_row']} ms per {'forecast' if forecasting else 'row'}, "
+              f"model {m['model_mb']} MiB"
               + (f"; constraints passed: {', '.join(m['passed'])}" if m["passed"] else "")
               + (f"; {len(result.rejected)} better node(s) broke a constraint (see MODEL_CARD.md)" if result.rejected else ""))
-    out.print(f"use: pip install -r {result.path / 'requirements.txt'}  (once, in the environment that will predict)\n"
-              f"     python {result.path / 'predict.py'} IN.csv OUT.csv   (or: from predict import predict; predict(dataframe))")
+    out.print(f"use: pip install -r {result.path / 'requirements.txt'}  (once, in the environment that will predict)")
+    if forecasting:
+        out.print(f"     python {result.path / 'forecast.py'} HISTORY.csv OUT.csv   (the steps after HISTORY's last row; "
+                  f"try {result.path / 'example_history.csv'}; or: from forecast import forecast; forecast(dataframe))")
+    else:
+        out.print(f"     python {result.path / 'predict.py'} IN.csv OUT.csv   (or: from predict import predict; predict(dataframe))")
 
 
 @app.command("set")

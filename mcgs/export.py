@@ -17,6 +17,20 @@ The folder is a node workspace that runs without mcgs::
 An ensemble node is exported with its members: ``members/<node>/`` holds each member's own
 export (program and fitted models) and its OOF predictions, and ``predict.py`` runs every member
 in predict mode and then the ensemble's program on their predictions, as the run blended them.
+
+A forecasting node is exported for forecasting from a history (:mod:`mcgs.forecast`)::
+
+    OUT/
+      forecast.py            `python forecast.py HISTORY.csv OUT.csv`: the next `horizon` steps after
+                             HISTORY's last row, or `forecast(DataFrame)`
+      forecast.json          time column, series, horizon, scaling, the step, members and weights
+      members/<node>/        each member's program, working/model/ and input/ (an ensemble has several)
+      example_history.csv    the run's last rows in the history's units, to try forecast.py on
+      requirements.txt, MODEL_CARD.md
+
+``forecast.py`` scales the history as the run did, runs each member's program in forecast mode
+and answers its one request for a look-back over the window protocol (two pipes, as the engine
+does), blends the members with the run's weights and writes the forecast in the history's units.
 """
 
 from __future__ import annotations
@@ -54,7 +68,8 @@ class ExportResult:
         path: The export folder.
         node_seq: The exported node.
         measurements: ``ms_per_row`` (wall time of ``predict.py`` on the task's test table,
-            milliseconds per row, process start included), ``model_mb`` (size of the saved
+            milliseconds per row, process start included; for a forecasting node, of one
+            ``forecast.py`` run on ``example_history.csv``), ``model_mb`` (size of the saved
             estimators, MiB), ``interpretable`` (whether the model family is one a person can
             inspect), and ``passed`` / ``failed`` constraint names.
         rejected: Nodes tried before this one whose measurements broke a constraint:
@@ -236,6 +251,121 @@ sys.exit(subprocess.run([sys.executable, "solution.py"], cwd=HERE, env=env).retu
 '''
 
 
+FORECAST_PY = '''#!/usr/bin/env python
+"""Forecasts of an mcgs forecasting node, exported (forecast.json names the task, the series,
+the horizon and the members; MODEL_CARD.md what the run measured).
+
+    python forecast.py HISTORY.csv OUT.csv
+
+HISTORY holds the time column and every input series forecast.json lists, in time order and in
+their own units, with at least as many rows as the longest look-back a member asks for (try
+example_history.csv). OUT holds the time of each of the next `horizon` steps after HISTORY's last
+row and each target's forecast, in the same units. From Python:
+``from forecast import forecast; forecast(dataframe)`` returns that table. Needs only the
+packages in requirements.txt (not mcgs).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+SPEC = json.loads((HERE / "forecast.json").read_text())
+
+
+def _read(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _write(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _member_forecast(folder, scaled):
+    """One member's forecast (horizon x targets, scaled) of the window after the last row of SCALED."""
+    horizon, n_targets = SPEC["horizon"], len(SPEC["targets"])
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    env = {**os.environ, "MCGS_MODE": "forecast", "MCGS_FORECAST_FDS": f"{to_child_r},{from_child_w}"}
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "solution.py"], cwd=folder, env=env, pass_fds=(to_child_r, from_child_w),
+                                stdout=subprocess.DEVNULL, stderr=err)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        try:
+            lookback = struct.unpack("<i", _read(from_child_r, 4))[0]
+            if lookback > len(scaled):
+                raise ValueError(f"member {folder.name} forecasts from the last {lookback} rows; the history has {len(scaled)}: give a longer one")
+            _write(to_child_w, struct.pack("<iii", 1, lookback, scaled.shape[1]))
+            _write(to_child_w, np.ascontiguousarray(scaled[-lookback:], dtype="<f4").tobytes())
+            out = np.frombuffer(_read(from_child_r, horizon * n_targets * 4), dtype="<f4").reshape(horizon, n_targets)
+        except (EOFError, BrokenPipeError):
+            proc.wait(timeout=60)
+            err.seek(0)
+            raise RuntimeError(f"member {folder.name} failed in forecast mode:\\n" + err.read().decode(errors="replace")[-3000:]) from None
+        finally:
+            os.close(to_child_w)
+            os.close(from_child_r)
+        if proc.wait(timeout=600) != 0:
+            err.seek(0)
+            raise RuntimeError(f"member {folder.name} failed in forecast mode:\\n" + err.read().decode(errors="replace")[-3000:])
+    return out.astype(np.float64)
+
+
+def forecast(history):
+    """The next SPEC["horizon"] steps after the last row of HISTORY (a DataFrame with the time
+    column and the input series): a DataFrame of the future times and each target's forecast."""
+    time_col, inputs, targets = SPEC["time"], SPEC["inputs"], SPEC["targets"]
+    missing = [c for c in [time_col, *inputs] if c not in history.columns]
+    if missing:
+        raise ValueError(f"the history lacks the column(s) {', '.join(missing)}; it needs {time_col!r} and {', '.join(inputs)}")
+    values = history[inputs].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    if not np.isfinite(values).all():
+        col = next(c for j, c in enumerate(inputs) if not np.isfinite(values[:, j]).all())
+        raise ValueError(f"the series {col!r} of the history has a missing or non-numeric value; fill it first")
+    mean, std = np.asarray(SPEC["mean"]), np.asarray(SPEC["std"])
+    scaled = (values - mean) / std
+    weights = SPEC["members"]
+    pred = sum(w * _member_forecast(HERE / "members" / name, scaled) for name, w in weights.items()) / sum(weights.values())
+    idx = [inputs.index(t) for t in targets]
+    pred = pred * std[idx] + mean[idx]
+    times = pd.to_datetime(history[time_col])
+    step = pd.tseries.frequencies.to_offset(SPEC["step"]) if SPEC["step"] else (times.iloc[-1] - times.iloc[-2])
+    frame = pd.DataFrame(pred, columns=targets)
+    frame.insert(0, time_col, pd.date_range(times.iloc[-1] + step, periods=SPEC["horizon"], freq=step))
+    return frame
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: python forecast.py HISTORY.csv OUT.csv")
+    try:
+        forecast(pd.read_csv(sys.argv[1])).to_csv(sys.argv[2], index=False)
+    except (ValueError, RuntimeError, OSError) as exc:
+        sys.exit(f"error: {exc}")
+    print(sys.argv[2])
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
 def _imports(code: str) -> set[str]:
     try:
         tree = ast.parse(code)
@@ -311,17 +441,31 @@ def _predict_ms_per_row(run, folder: Path, node) -> float:
     members = len(node.config.get("weights", {})) if node.operator.value == "ensemble" else 1
     ws = folder.with_name(folder.name + ".measure")
     remove_tree(ws)
+    if run.task.forecast is not None:  # one forecast from the example history
+        program, args = "forecast.py", ["example_history.csv", "measure/out.csv"]
+    else:
+        program, args = "predict.py", [f"input/{test_table_name(run.task)}", "measure/out.csv", *_test_media_arg(run)]
     try:
         shutil.copytree(folder, ws, symlinks=True)
         (ws / "measure").mkdir()
         limits = run.sandbox_limits(run.settings.per_run_timeout_s * max(1, members), threads=run.settings.cpu_threads)
-        res = run_program(ws, "predict.py", limits, args=[f"input/{test_table_name(run.task)}", "measure/out.csv", *_test_media_arg(run)])
+        res = run_program(ws, program, limits, args=args)
     finally:
         remove_tree(ws)
     if res.outcome is not Outcome.OK:
         detail = res.stderr_tail[-1500:].strip() or res.error or res.outcome.value
-        raise ExportError(f"node {node.seq}'s exported program failed in predict mode ({res.outcome.value}): {detail}")
-    return round(1000 * res.runtime_s / max(1, run.task.n_test), 3)
+        raise ExportError(f"node {node.seq}'s exported program failed in {'forecast' if run.task.forecast else 'predict'} mode "
+                          f"({res.outcome.value}): {detail}")
+    per = 1 if run.task.forecast is not None else max(1, run.task.n_test)
+    return round(1000 * res.runtime_s / per, 3)
+
+
+def _model_files(folder: Path) -> list[Path]:
+    """The fitted models of an export: ``model.joblib`` files, or a forecast's ``working/model/`` trees."""
+    models = list(folder.rglob("model.joblib"))
+    for tree in folder.glob("members/*/working/model"):
+        models += [p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()]
+    return models
 
 
 def measure_constraints(run, folder: Path, node) -> dict[str, Any]:
@@ -345,7 +489,7 @@ def measure_constraints(run, folder: Path, node) -> dict[str, Any]:
         ms_per_row = min(ms_per_row, _predict_ms_per_row(run, folder, node))
     out: dict[str, Any] = {
         "ms_per_row": ms_per_row,
-        "model_mb": round(sum(p.stat().st_size for p in folder.rglob("model.joblib")) / 2**20, 3),
+        "model_mb": round(sum(p.stat().st_size for p in _model_files(folder)) / 2**20, 3),
         "interpretable": node.operator.value != "ensemble" and _interpretable(run, node),
         "passed": [],
         "failed": [],
@@ -453,16 +597,67 @@ def _write_ensemble_folder(run, node, dest: Path) -> None:
     (dest / "requirements.txt").write_text(_requirements(code, run.record.package_versions))
 
 
+def _write_forecast_folder(run, node, dest: Path) -> None:
+    """A forecasting node's export (module docstring): each member's program and its
+    ``working/model/`` (copied without following links, with the run's size cap), the run's
+    input, ``forecast.py`` and ``forecast.json``, and ``example_history.csv``."""
+    import numpy as np
+    import pandas as pd
+
+    from mcgs.candidate_files import CandidateFileError, copy_candidate_tree
+    from mcgs.forecast import HISTORY_FILE, MODEL_DIR
+
+    f = run.task.forecast
+    members = _ensemble_members(run, node) if node.operator.value == "ensemble" else [node]
+    weights = node.config.get("weights", {}) if node.operator.value == "ensemble" else {str(node.id): 1.0}
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    _copy_input(run, dest)
+    names, code = {}, ""
+    for member in members:
+        name = run.node_dir(member).name
+        mdest = dest / "members" / name
+        mdest.mkdir(parents=True)
+        try:
+            copy_candidate_tree(run.node_dir(member), MODEL_DIR, mdest / MODEL_DIR, max_bytes=run.max_output_bytes)
+        except CandidateFileError as exc:
+            why = "its program saved no model under working/model/ (solution contract 1.5)" if exc.kind == "missing" else str(exc)
+            raise ExportError(f"node {member.seq} cannot be exported: {why}; export another node with --node N") from None
+        (mdest / "solution.py").write_text(member.code)
+        (mdest / "input").symlink_to(os.path.relpath(dest / "input", mdest), target_is_directory=True)
+        names[name] = float(weights[str(member.id)])
+        code += member.code + "\n"
+    history = pd.read_csv(dest / "input" / HISTORY_FILE).tail(max(f.lookbacks))
+    history[f.inputs] = history[f.inputs].to_numpy(dtype=np.float64) * np.asarray(f.std) + np.asarray(f.mean)
+    history.to_csv(dest / "example_history.csv", index=False)
+    spec = {"task": run.task.name, "node": node.seq, "time": f.time, "inputs": f.inputs, "targets": f.targets, "horizon": f.horizon,
+            "step": f.step, "mean": f.mean, "std": f.std, "members": names}
+    (dest / "forecast.json").write_text(json.dumps(spec, indent=2))
+    (dest / "forecast.py").write_text(FORECAST_PY)
+    (dest / "requirements.txt").write_text(_requirements(code, run.record.package_versions))
+
+
 def _card(run, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note: str) -> str:
     task = run.task
     c = task.constraints
+    f = task.forecast
+    if f is not None:
+        what = [f"- Task: forecast {f.horizon} steps ahead (step {f.step or 'irregular'}) of {', '.join(f.targets)} "
+                f"from the look-back of {', '.join(f.inputs)}; look-backs allowed {f.lookbacks}.",
+                f"- Metric: {task.metric} on standardised values (each series scaled by the mean and standard deviation of its "
+                f"{f.train_end} training rows), lower is better.",
+                f"- Validation score (engine, on {len(f.validation_origins())} validation windows, rows {f.train_end}-{f.validation_end}): "
+                f"{node.score:.6g}."]
+    else:
+        what = [f"- Task: {task.task_kind}, target {', '.join(task.target_columns)}; {task.n_test} test rows.",
+                f"- Metric: {task.metric} ({'higher' if task.higher_is_better else 'lower'} is better).",
+                f"- Cross-validated score (engine, out-of-fold): {node.score:.6g}"
+                + (f" over {task.validation.n_splits} folds ({task.validation.kind})." if task.validation.kind else ".")]
     lines = [
         f"# Model card: {task.name}, mcgs node {node.seq}",
         "",
-        f"- Task: {task.task_kind}, target {', '.join(task.target_columns)}; {task.n_test} test rows.",
-        f"- Metric: {task.metric} ({'higher' if task.higher_is_better else 'lower'} is better).",
-        f"- Cross-validated score (engine, out-of-fold): {node.score:.6g}"
-        + (f" over {task.validation.n_splits} folds ({task.validation.kind})." if task.validation.kind else "."),
+        *what,
         "- Private (held-out) score: not known to mcgs; the engine never reads held-out answers.",
         f"- Model: {', '.join(k for k in node.knowledge_ids if k.startswith('model.')) or 'see solution.py'}; "
         f"operator {node.operator.value}; plan: {node.plan}",
@@ -476,16 +671,25 @@ def _card(run, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note:
         "",
         "## Constraints, measured on this folder",
         "",
-        f"- Inference: {meas['ms_per_row']} ms per row (`predict.py` on the {task.n_test}-row test table, process start included)"
+        (f"- Inference: {meas['ms_per_row']} ms per forecast (`forecast.py` on `example_history.csv`, process start included)"
+         if f is not None else
+         f"- Inference: {meas['ms_per_row']} ms per row (`predict.py` on the {task.n_test}-row test table, process start included)")
         + (f"; limit {c.max_inference_ms_per_row:g} ms" if c.max_inference_ms_per_row is not None else "; no limit set") + ".",
-        f"- Model size: {meas['model_mb']} MiB (`working/model.joblib`)" + (f"; limit {c.max_model_mb:g} MiB" if c.max_model_mb is not None else "; no limit set") + ".",
+        f"- Model size: {meas['model_mb']} MiB (`{'members/*/working/model/' if f is not None else 'working/model.joblib'}`)"
+        + (f"; limit {c.max_model_mb:g} MiB" if c.max_model_mb is not None else "; no limit set") + ".",
         f"- Interpretable model family: {'yes' if meas['interpretable'] else 'no'}" + ("; required" if c.interpretable else "; not required") + ".",
         f"- Passed: {', '.join(meas['passed']) or 'no constraint set'}." + (f" Failed: {', '.join(meas['failed'])}." if meas["failed"] else ""),
     ]
     if rejected:
         lines += ["", "## Better-scoring nodes that broke a constraint", "", "| node | score | ms per row | model MiB | failed |", "|---|---|---|---|---|"]
         lines += [f"| {r['node']} | {r['score']:.6g} | {r['ms_per_row']} | {r['model_mb']} | {', '.join(r['failed'])} |" for r in rejected]
-    if node.operator.value == "ensemble":
+    if node.operator.value == "ensemble" and f is not None:
+        lines += ["", "## Members (each in members/<node>/ with its own fitted model)", "", "| node | weight | score | model |", "|---|---|---|---|"]
+        weights = node.config.get("weights", {})
+        for m in _ensemble_members(run, node):
+            lines.append(f"| {m.seq} | {weights.get(str(m.id))} | {m.score:.6g} | {', '.join(k for k in m.knowledge_ids if k.startswith('model.'))} |")
+        lines.append("\nBlend: the weighted mean of the members' forecasts, weights chosen on the validation windows.")
+    elif node.operator.value == "ensemble":
         lines += ["", "## Members (each in members/<node>/ with its own fitted models)", "", "| node | weight | score | model |", "|---|---|---|---|"]
         weights = node.config.get("weights", {})
         for m in _ensemble_members(run, node):
@@ -497,9 +701,11 @@ def _card(run, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note:
         score = "" if step["score"] is None else f"{step['score']:.6g}"
         lines.append(f"| {step['node']} | {step['operator']} | {score} | {step['plan'].replace('|', '/')} |")
     images = f" --images new_images/   # the files column {task.media.column!r} names" if task.media is not None else ""
-    lines += ["", "## Use", "", "```", "pip install -r requirements.txt", "python predict.py new_rows.csv predictions.csv" + images,
-              "python train.py        # optional: refit on all training rows", "```", "",
-              "`predict.py` and `train.py` run the node's program, which a search wrote, as an ordinary process with your "
+    use = (["python forecast.py example_history.csv forecast.csv   # or your own history: the same columns, its latest rows last"]
+           if f is not None else
+           ["python predict.py new_rows.csv predictions.csv" + images, "python train.py        # optional: refit on all training rows"])
+    lines += ["", "## Use", "", "```", "pip install -r requirements.txt", *use, "```", "",
+              f"`{'forecast.py' if f is not None else 'predict.py` and `train.py'}` {'runs' if f is not None else 'run'} the node's program, which a search wrote, as an ordinary process with your "
               "permissions, network and environment: mcgs ran it (search, and the measurements above) only inside its sandbox, "
               "but nothing sandboxes it here. Read `solution.py` first, or run it in a container or as a user without access "
               "to anything it should not see.", ""]
@@ -530,7 +736,9 @@ def _export_first_passing(run, candidates: list, staging: Path, out_dir: Path, n
 
     for node in candidates:
         try:
-            if node.operator is Operator.ENSEMBLE:
+            if run.task.forecast is not None:
+                _write_forecast_folder(run, node, staging)
+            elif node.operator is Operator.ENSEMBLE:
                 _write_ensemble_folder(run, node, staging)
             else:
                 _write_folder(run, node, staging)

@@ -67,7 +67,7 @@ class TaskRequest(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    task_kind: Literal["binary", "multiclass", "multilabel", "regression", "multi_target_regression"] | None = None
+    task_kind: Literal["binary", "multiclass", "multilabel", "regression", "multi_target_regression", "forecast"] | None = None
     target: list[str] | None = None
     id_column: str | None = None
     metric: str | None = None
@@ -155,12 +155,15 @@ class ParsedRequest:
         problems: Missing or contradictory facts; empty when the task can start.
         notes: Where each fact came from (shown to the user).
         description: The task description text found in the data folder (or the prompt).
+        forecast: For a forecast request, task.yaml's ``forecast`` entry
+            (:mod:`mcgs.forecast_request`); None otherwise.
     """
 
     request: TaskRequest
     problems: list[RequestProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     description: str = ""
+    forecast: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -337,7 +340,9 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
     Args:
         prompt: The person's request, free text.
         data_dir: Folder with the training and test tables (``train.csv``/``.json``,
-            ``test.csv``/``.json``) and optionally ``sample_submission.csv`` and a description.
+            ``test.csv``/``.json``) and optionally ``sample_submission.csv`` and a description;
+            or, for a forecast ("forecast the next 96 hours of OT"), one history
+            (:mod:`mcgs.forecast_request`).
         reader: A language-model reader; what it reads fills facts the rules miss, and is
             checked against the data like the rest. When its call fails, the rules alone run.
 
@@ -354,6 +359,15 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         problems.append(RequestProblem("data", f"{data_dir} is not a folder", "pass --data FOLDER holding train.csv and test.csv"))
         return out
     req.train_file, req.test_file = _find_file(data_dir, "train"), _find_file(data_dir, "test")
+    if req.train_file is None and _asks_for_forecast(prompt):
+        from mcgs.forecast_request import find_series_file
+
+        series = find_series_file(data_dir)
+        if series is not None:
+            return _parse_forecast(prompt, data_dir, series, out, reader)
+        problems.append(RequestProblem("data", f"the request asks for a forecast but {data_dir} holds no one history to forecast "
+                                       "(series.csv, or a single CSV)", "put the history in series.csv: a time column, then one column per series"))
+        return out
     req.sample_submission_file = _find_file(data_dir, "sample_submission")
     image_ids = req.test_file is None and req.train_file is not None and _names_image_files(data_dir, req.sample_submission_file)
     for role, name in (("train_file", req.train_file), ("test_file", req.test_file)):
@@ -405,6 +419,34 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
     _choose_id_column(req, out, data_dir, test_cols, sample_cols)
     _infer_task_kind(prompt, req, out, train_table, sample_cols)
     _time_and_constraint_notes(prompt, req, out, train_table, test_cols)
+    return out
+
+
+def _asks_for_forecast(prompt: str) -> bool:
+    """Whether the request asks for a forecast many steps ahead ("forecast ...", "the next 96
+    hours", "14 days ahead")."""
+    from mcgs.forecast_request import find_horizon
+
+    return bool(re.search(r"\bforecast", prompt, re.I)) or find_horizon(prompt) is not None
+
+
+def _parse_forecast(prompt: str, data_dir: Path, series: str, out: ParsedRequest, reader) -> ParsedRequest:
+    """A forecast request on the history ``series`` (:mod:`mcgs.forecast_request`), read by the
+    model too when there is one."""
+    from mcgs.forecast_request import parse_forecast_request
+
+    description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
+    out.description = description or prompt
+    reading = None
+    if reader is not None:
+        from mcgs.llm import LLMError
+
+        try:
+            reading = reader.read(prompt, sorted(p.name for p in data_dir.iterdir()), _header(data_dir / series), [], None)
+            out.notes.append(f"the request was also read by {reader.settings.cheap_model}")
+        except (LLMError, ValueError) as exc:
+            out.notes.append(f"the model could not read the request ({exc}); the rules alone read it")
+    out.forecast = parse_forecast_request(prompt, data_dir, series, out, reading)
     return out
 
 
@@ -621,6 +663,8 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
     dest.mkdir(parents=True, exist_ok=True)
     from mcgs.media import is_file_source
 
+    if parsed.forecast is not None:
+        return _write_forecast_folder(parsed, data_dir, dest, prompt)
     sources = [p.name for p in sorted(data_dir.iterdir()) if is_file_source(p)]  # an image task's folders and zips
     for name in (req.train_file, req.test_file, req.sample_submission_file, req.graph_edges, req.graph_nodes, *sources):
         if name:
@@ -654,6 +698,27 @@ def write_task_folder(parsed: ParsedRequest, data_dir: str | Path, dest: str | P
     cfg["description"] = (prompt.strip() + "\n\n" + parsed.description.strip()).strip() if parsed.description != prompt else prompt
     (dest / "task.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     (dest / "request.json").write_text(json.dumps({"prompt": prompt, "request": req.model_dump(), "notes": parsed.notes}, indent=2))
+    return dest
+
+
+def _write_forecast_folder(parsed: ParsedRequest, data_dir: Path, dest: Path, prompt: str) -> Path:
+    """A forecast request's task folder: a link to the history and task.yaml's ``forecast``."""
+    import os
+
+    import yaml
+
+    name = parsed.forecast["file"]
+    link = dest / name
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    os.symlink(data_dir / name, link)
+    description = (prompt.strip() + "\n\n" + parsed.description.strip()).strip() if parsed.description != prompt else prompt
+    cfg = {"name": data_dir.name, "metric": parsed.request.metric, "forecast": parsed.forecast, "description": description}
+    if parsed.request.constraints != RequestConstraints():
+        cfg["constraints"] = parsed.request.constraints.model_dump(exclude_defaults=True)
+    (dest / "task.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    (dest / "request.json").write_text(json.dumps({"prompt": prompt, "request": parsed.request.model_dump(), "notes": parsed.notes,
+                                                   "forecast": parsed.forecast}, indent=2))
     return dest
 
 

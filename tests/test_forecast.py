@@ -301,3 +301,104 @@ def test_tslib_data_sets_are_prepared_with_their_protocol_borders(shared_data, t
         assert scores["mse"] == pytest.approx(1.294, abs=0.002) and scores["mae"] == pytest.approx(0.713, abs=0.002)
     else:
         assert scores["mse"] == pytest.approx(0.465, abs=0.002) and scores["mae"] == pytest.approx(0.394, abs=0.002)
+
+
+# --- requests and export -------------------------------------------------------------------------
+
+
+def _history(folder: Path, n: int = 1200) -> Path:
+    """The generated series of :func:`series_task` as a bare history (no task.yaml): a data
+    folder a person points a request at."""
+    series_task(folder, n=n)
+    (folder / "task.yaml").unlink()
+    return folder
+
+
+def test_a_forecast_request_becomes_a_forecasting_task(tmp_path):
+    from mcgs.request import parse_request, task_from_request
+
+    data = _history(tmp_path / "data")
+    spec, parsed = task_from_request("Forecast the next 2 days of c", data, tmp_path / "task")
+    f = spec.forecast
+    assert spec.task_kind == "forecast" and spec.metric == "mse"
+    assert f.targets == ["c"] and f.inputs == ["a", "b", "c"] and f.time == "date"
+    assert f.horizon == 48 and f.test_end is None and f.test_origins() == range(1200, 1201)  # hourly rows: 2 days are 48 steps
+    assert f.train_end == 960 and f.validation_end == 1200 and 48 in f.lookbacks and max(f.lookbacks) <= (960 - 48) // 2
+    assert any("horizon: 48 steps" in note for note in parsed.notes)
+    every = parse_request("forecast every series 24 steps ahead, scored by MAE", data)
+    assert every.ok and every.forecast["targets"] == ["a", "b", "c"] and every.forecast["horizon"] == 24 and every.request.metric == "mae"
+
+
+@pytest.mark.parametrize("prompt, n, field, fix", [
+    ("forecast the next 90 minutes of c", 1200, "horizon", "whole number of steps"),   # 1.5 hourly steps
+    ("forecast c", 1200, "horizon", "how far ahead"),
+    ("forecast the next 24 hours", 1200, "target", "name the series"),                # three series, none named
+    ("forecast the next 48 hours of c", 200, "horizon", "too few"),                  # 200 rows for a 48-step forecast
+])
+def test_a_forecast_request_that_lacks_a_fact_says_which_and_how_to_add_it(tmp_path, prompt, n, field, fix):
+    from mcgs.request import parse_request
+
+    parsed = parse_request(prompt, _history(tmp_path / "data", n=n))
+    assert not parsed.ok
+    problem = parsed.problems[0]
+    assert problem.field == field and fix in str(problem)
+
+
+def test_an_exported_forecasting_node_forecasts_a_history_as_the_run_did(tmp_path):
+    import subprocess
+    import sys
+
+    import mcgs
+    from mcgs.export import ExportError, export_node
+    from mcgs.request import task_from_request
+    from mcgs.search import create_search
+    from mcgs.settings import SearchSettings
+
+    spec, _ = task_from_request("forecast the next 24 hours of a and c", _history(tmp_path / "data"), tmp_path / "task")
+    search = create_search(spec, tmp_path / "run", settings=SearchSettings(time_budget_s=600, max_nodes=2, seed=0, cpu_threads=1))
+    search.run()
+    run_forecast = pd.read_csv(tmp_path / "run" / "best" / "submission.csv")
+    assert list(run_forecast.columns) == ["date", "a", "c"] and len(run_forecast) == 24
+    assert run_forecast["date"].iloc[0] == "2021-02-20 00:00:00"  # the hour after the 1200th row
+    run = mcgs.load_run(tmp_path / "run", details=True)
+    result = export_node(run, tmp_path / "model")
+    out = result.path
+    assert {"forecast.py", "forecast.json", "example_history.csv", "MODEL_CARD.md"} <= {p.name for p in out.iterdir()}
+    assert "ms per forecast" in (out / "MODEL_CARD.md").read_text()
+    # the export, run as a user runs it (no mcgs import), on the run's own history in its own units
+    res = subprocess.run([sys.executable, "forecast.py", str(tmp_path / "data" / "series.csv"), str(tmp_path / "f.csv")], cwd=out,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    exported = pd.read_csv(tmp_path / "f.csv")
+    assert list(exported["date"]) == list(run_forecast["date"])
+    assert np.allclose(exported[["a", "c"]].to_numpy(), run_forecast[["a", "c"]].to_numpy(), atol=1e-4)
+    # a history too short for the look-back, or without a series, is named
+    short = tmp_path / "short.csv"
+    pd.read_csv(tmp_path / "data" / "series.csv").head(10).to_csv(short, index=False)
+    res = subprocess.run([sys.executable, "forecast.py", str(short), str(tmp_path / "g.csv")], cwd=out, capture_output=True, text=True)
+    assert res.returncode != 0 and "the history has 10" in res.stderr
+    res = subprocess.run([sys.executable, "forecast.py", str(tmp_path / "data" / "series.csv")], cwd=out, capture_output=True, text=True)
+    assert res.returncode != 0 and "usage" in res.stderr
+    with pytest.raises(ExportError, match="exists and is not an earlier mcgs export"):
+        export_node(run, tmp_path / "data")
+
+
+def test_the_llm_prompt_of_a_forecasting_task_states_its_contract_not_the_tables(tmp_path):
+    """A language model writing for a forecasting task is told contract 1.5's forecast entry
+    (history, validation windows, forecast mode over the window protocol), not folds and OOF
+    tables it does not have."""
+    from mcgs.coders import CoderRequest
+    from mcgs.coders.anthropic import AnthropicCoder
+    from mcgs.coders.recipe import RecipeCoder
+    from mcgs.llm import AnthropicClient
+    from mcgs.node import Operator
+    from mcgs.profile import profile_task
+    from mcgs.settings import SearchSettings
+
+    spec = load_task(series_task(tmp_path / "t"))
+    settings = SearchSettings(coder="anthropic")
+    coder = AnthropicCoder(settings, fallback=RecipeCoder(), client=AnthropicClient(settings.llm, api_key="test-key"))
+    text = coder.system_prompt(CoderRequest(operator=Operator.DRAFT, task=spec, profile=profile_task(spec)))
+    assert "forecasting task (contract 1.5)" in text and "working/val_forecast.npy" in text and "serve(forecast, L)" in text
+    assert "lookbacks" in text and "[48, 96]" in text and "train_rows` (800)" in text
+    assert "working/oof.csv" not in text and "input/folds.csv" not in text
