@@ -185,6 +185,56 @@ def _progress_figure(snap):
     return fig
 
 
+def _forecast_figure(snap) -> tuple[Any, str] | None:
+    """A forecasting run's forecast, from what the engine wrote into ``best/``: ``(figure,
+    caption)`` or None (not a forecast, or no forecast written yet).
+
+    A real forecast (``best/submission.csv``) is drawn after the history's last rows; a backtest
+    (``best/test_forecast.npy`` with ``test_score.json``) shows its last test window beside the
+    true values, scaled as the task scores them. At most four target series are drawn."""
+    import numpy as np
+    import pandas as pd
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    f = snap.task.forecast
+    if f is None:
+        return None
+    best = Path(snap.run_dir) / "best"
+    shown = f.targets[:4]
+    frame = pd.read_csv(Path(snap.task.data_dir) / f.file, usecols=[f.time, *f.inputs])
+    fig = make_subplots(rows=len(shown), cols=1, shared_xaxes=False, subplot_titles=shown, vertical_spacing=0.08)
+    tail = 3 * f.horizon
+    if (best / "submission.csv").is_file():
+        future = pd.read_csv(best / "submission.csv")
+        past = frame.tail(tail)
+        for i, col in enumerate(shown, start=1):
+            fig.add_trace(go.Scatter(x=past[f.time], y=past[col], name="history", line={"color": "#555"}, showlegend=i == 1), row=i, col=1)
+            fig.add_trace(go.Scatter(x=future[f.time], y=future[col], name="forecast", line={"color": "#d62728"}, showlegend=i == 1),
+                          row=i, col=1)
+        caption = f"The forecast of the next {f.horizon} steps (best/submission.csv), after the last {tail} rows of the history, in its units."
+    elif (best / "test_forecast.npy").is_file() and (best / "test_score.json").is_file():
+        pred = np.load(best / "test_forecast.npy", allow_pickle=False)
+        score = json.loads((best / "test_score.json").read_text())
+        origin = f.test_origins()[-1]
+        values = (frame[f.inputs].to_numpy(dtype=np.float64) - np.asarray(f.mean)) / np.asarray(f.std)
+        rows = np.arange(max(0, origin - 2 * f.horizon), origin + f.horizon)
+        times = frame[f.time].iloc[rows]
+        for i, col in enumerate(shown, start=1):
+            j = f.inputs.index(col)
+            fig.add_trace(go.Scatter(x=times, y=values[rows, j], name="true", line={"color": "#555"}, showlegend=i == 1), row=i, col=1)
+            fig.add_trace(go.Scatter(x=frame[f.time].iloc[origin: origin + f.horizon], y=pred[-1, :, f.targets.index(col)], name="forecast",
+                                     line={"color": "#d62728"}, showlegend=i == 1), row=i, col=1)
+        s = score.get("scores") or {}
+        caption = (f"Test windows: {score.get('windows')}, forecast by node {score.get('node')} in forecast mode; test mse "
+                   f"{s.get('mse', float('nan')):.4f}, mae {s.get('mae', float('nan')):.4f} (scaled values). Drawn: the last test "
+                   f"window beside the true values.")
+    else:
+        return None
+    fig.update_layout(autosize=True, height=220 * len(shown) + 60, margin=dict(l=50, r=20, t=40, b=30))
+    return fig, caption
+
+
 def render_report(run) -> str:
     """The report of a run as one HTML document (str), plotly.js inlined.
 
@@ -207,13 +257,19 @@ def render_report(run) -> str:
                              config={"displaylogo": False, "responsive": True}, default_width="100%", default_height="560px")
     progress_html = pio.to_html(_progress_figure(snap), include_plotlyjs=False, full_html=False, div_id="progress",
                                 config={"displaylogo": False, "responsive": True}, default_width="100%", default_height="320px")
+    forecast = _forecast_figure(snap)
+    forecast_html = forecast_caption = None
+    if forecast is not None:
+        forecast_html = pio.to_html(forecast[0], include_plotlyjs=False, full_html=False, div_id="forecast",
+                                    config={"displaylogo": False, "responsive": True}, default_width="100%")
+        forecast_caption = forecast[1]
     rec = snap.record
     best = snap.chosen_node
     env = Environment(loader=PackageLoader("mcgs", "templates"), autoescape=select_autoescape(["html", "j2"]))
     table = [n for n in nodes if n.parent_id is not None]
     return env.get_template("report.html.j2").render(
         run=rec, task=snap.task, settings=snap.settings, best=best, nodes=table, seq_of={n.id: n.seq for n in nodes if n.parent_id is not None},
-        graph_html=graph_html, progress_html=progress_html, nodes_dir=str(Path(snap.run_dir).resolve() / "nodes"),
+        graph_html=graph_html, progress_html=progress_html, forecast_html=forecast_html, forecast_caption=forecast_caption, nodes_dir=str(Path(snap.run_dir).resolve() / "nodes"),
         details_json=json.dumps(_details(snap, nodes)).replace("</", "<\\/"),
         spend=sum(c.cost_usd for c in snap.llm_calls), esc=html.escape,
         counts={s: sum(1 for n in table if n.state.value == s) for s in sorted({n.state.value for n in table})},

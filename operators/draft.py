@@ -126,9 +126,12 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     config, cheaper = affordable(config, entry, costs, limit)
     on = [f for f, v in config["features"].items() if v]
     advice = [e.title for e, _ in rank_entries(req.profile, req.task.description, top_k=12) if e.level != "model"][:3]
+    if req.task.forecast is not None:
+        how = "on the look-back window of every input series, fitted on the training rows and scored on the validation windows"
+    else:
+        how = f"on engineered features ({', '.join(on) or 'raw columns only'}), trained with the task's folds"
     plan = (
-        f"Draft: {entry.title} with default parameters on engineered features "
-        f"({', '.join(on) or 'raw columns only'}), trained with the task's folds. {entry.guidance.strip()}"
+        f"Draft: {entry.title} with default parameters {how}. {entry.guidance.strip()}"
         + (f" Knowledge that applies to this data: {'; '.join(advice)}." if advice else "")
         + cheaper
     )

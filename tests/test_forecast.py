@@ -250,6 +250,9 @@ def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_
     assert score["scores"]["mse"] == pytest.approx(float(np.mean((pred - truth) ** 2)), rel=1e-5)
     persistence = float(np.mean((values[origins - 1][:, None, :] - truth) ** 2))
     assert score["scores"]["mse"] < 0.6 * persistence
+    from mcgs.report import render_report
+
+    assert f"Test windows: 177, forecast by node {final.seq} in forecast mode; test mse {score['scores']['mse']:.4f}" in render_report(search)
     # a linear node's forecast-mode answers are its fitted model's, run on every window at once outside the sandbox
     linear = [n for n in search.nodes() if n.is_valid and n.config.get("model") == "model.forecast_linear"][0]
     answers, lookback = forecast_windows(search, linear, origins)
@@ -344,7 +347,7 @@ def test_a_forecast_request_that_lacks_a_fact_says_which_and_how_to_add_it(tmp_p
     assert problem.field == field and fix in str(problem)
 
 
-def test_an_exported_forecasting_node_forecasts_a_history_as_the_run_did(tmp_path):
+def test_an_exported_forecasting_node_forecasts_a_history_as_the_run_did_and_the_report_draws_it(tmp_path):
     import subprocess
     import sys
 
@@ -361,6 +364,10 @@ def test_an_exported_forecasting_node_forecasts_a_history_as_the_run_did(tmp_pat
     assert list(run_forecast.columns) == ["date", "a", "c"] and len(run_forecast) == 24
     assert run_forecast["date"].iloc[0] == "2021-02-20 00:00:00"  # the hour after the 1200th row
     run = mcgs.load_run(tmp_path / "run", details=True)
+    from mcgs.report import write_report
+
+    page = write_report(run, tmp_path / "report.html").read_text()
+    assert "<h2>Forecast</h2>" in page and "The forecast of the next 24 steps (best/submission.csv)" in page
     result = export_node(run, tmp_path / "model")
     out = result.path
     assert {"forecast.py", "forecast.json", "example_history.csv", "MODEL_CARD.md"} <= {p.name for p in out.iterdir()}
