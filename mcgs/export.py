@@ -277,6 +277,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 SPEC = json.loads((HERE / "forecast.json").read_text())
+TIME_FLAG = 1 << 30  # set in a member's look-back request when it wants the forecast's time
 
 
 def _read(fd, n):
@@ -296,8 +297,10 @@ def _write(fd, data):
         view = view[os.write(fd, view):]
 
 
-def _member_forecast(folder, scaled):
-    """One member's forecast (horizon x targets, scaled) of the window after the last row of SCALED."""
+def _member_forecast(folder, scaled, when):
+    """One member's forecast (horizon x targets, scaled) of the window after the last row of
+    SCALED; WHEN is the time of the first forecast row (seconds since 1970), for a member that
+    asks for it."""
     horizon, n_targets = SPEC["horizon"], len(SPEC["targets"])
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
@@ -308,10 +311,13 @@ def _member_forecast(folder, scaled):
         os.close(to_child_r)
         os.close(from_child_w)
         try:
-            lookback = struct.unpack("<i", _read(from_child_r, 4))[0]
+            asked = struct.unpack("<i", _read(from_child_r, 4))[0]
+            with_time, lookback = bool(asked & TIME_FLAG), asked & ~TIME_FLAG
             if lookback > len(scaled):
                 raise ValueError(f"member {folder.name} forecasts from the last {lookback} rows; the history has {len(scaled)}: give a longer one")
             _write(to_child_w, struct.pack("<iii", 1, lookback, scaled.shape[1]))
+            if with_time:
+                _write(to_child_w, struct.pack("<q", when))
             _write(to_child_w, np.ascontiguousarray(scaled[-lookback:], dtype="<f4").tobytes())
             out = np.frombuffer(_read(from_child_r, horizon * n_targets * 4), dtype="<f4").reshape(horizon, n_targets)
         except (EOFError, BrokenPipeError):
@@ -340,12 +346,14 @@ def forecast(history):
         raise ValueError(f"the series {col!r} of the history has a missing or non-numeric value; fill it first")
     mean, std = np.asarray(SPEC["mean"]), np.asarray(SPEC["std"])
     scaled = (values - mean) / std
-    weights = SPEC["members"]
-    pred = sum(w * _member_forecast(HERE / "members" / name, scaled) for name, w in weights.items()) / sum(weights.values())
-    idx = [inputs.index(t) for t in targets]
-    pred = pred * std[idx] + mean[idx]
     times = pd.to_datetime(history[time_col])
     step = pd.tseries.frequencies.to_offset(SPEC["step"]) if SPEC["step"] else (times.iloc[-1] - times.iloc[-2])
+    first = times.iloc[-1] + step
+    when = int((first.tz_convert(None) if first.tzinfo else first).timestamp()) if SPEC["step"] else -1
+    weights = SPEC["members"]
+    pred = sum(w * _member_forecast(HERE / "members" / name, scaled, when) for name, w in weights.items()) / sum(weights.values())
+    idx = [inputs.index(t) for t in targets]
+    pred = pred * std[idx] + mean[idx]
     frame = pd.DataFrame(pred, columns=targets)
     frame.insert(0, time_col, pd.date_range(times.iloc[-1] + step, periods=SPEC["horizon"], freq=step))
     return frame

@@ -62,6 +62,7 @@ __all__ = [
     "check_forecast",
     "read_series",
     "window_targets",
+    "origin_times",
     "describe_forecast",
     "WindowFeed",
 ]
@@ -71,6 +72,8 @@ VAL_FORECAST_PATH = "working/val_forecast.npy"
 TEST_FORECAST_FILE = "test_forecast.npy"
 MODEL_DIR = "working/model"
 FDS_ENV = "MCGS_FORECAST_FDS"
+#: set in the look-back a program asks for when it also wants each window's time
+TIME_FLAG = 1 << 30
 #: most validation windows a node is scored on; more are thinned to every k-th origin
 MAX_VALIDATION_WINDOWS = 1000
 #: contiguous blocks of validation windows an ensemble's weights are cross-fitted on
@@ -332,6 +335,22 @@ def read_series(data_dir: Path, spec: ForecastSpec, rows: int | None = None) -> 
     return frame[spec.time], values
 
 
+def origin_times(data_dir: Path, spec: ForecastSpec, origins) -> np.ndarray:
+    """The time of each window's first forecast row, int64 seconds since 1970 (UTC): the time
+    column at the origin's row, or, for the origin after the last row (a real forecast), the last
+    time plus the history's step (its median step when irregular)."""
+    import pandas as pd
+
+    origins = np.asarray(list(origins), dtype=np.int64)
+    times = pd.to_datetime(pd.read_csv(Path(data_dir) / spec.file, usecols=[spec.time])[spec.time])
+    if times.dt.tz is not None:
+        times = times.dt.tz_convert(None)
+    seconds = times.astype("datetime64[s]").astype(np.int64).to_numpy()
+    step = int(np.median(np.diff(seconds))) if len(seconds) > 1 else 0
+    extended = np.append(seconds, seconds[-1] + step)
+    return extended[np.minimum(origins, len(extended) - 1)]
+
+
 def window_targets(values: np.ndarray, origins: range, horizon: int, target_index: list[int]) -> np.ndarray:
     """The true values of windows: shape ``(len(origins), horizon, len(target_index))``."""
     out = np.empty((len(origins), horizon, len(target_index)), dtype=np.float64)
@@ -408,16 +427,26 @@ class WindowFeed:
     ended. A program that breaks the protocol (an unknown look-back, a short or non-finite
     forecast) is cut off; :meth:`result` says why.
 
+    The exchange: the program writes int32 ``L`` (the look-back it wants; with
+    :data:`TIME_FLAG` set, it also wants each window's time), the engine int32 ``(windows, L,
+    inputs)``; then per window the engine writes, when asked, int64 the time of the window's first
+    forecast row (seconds since 1970, UTC; -1 when unknown), and float32
+    ``(L, inputs)`` the look-back, and the program answers float32 ``(horizon, targets)``.
+
     Args:
         values: The scaled series, shape ``(rows, inputs)``, at least up to the last origin.
         origins: The windows' origins (each needs ``origin >= L`` rows before it).
         horizon, n_targets: The answer's shape per window.
         lookbacks: The look-backs a program may ask for.
+        times: Per origin, the time of its first forecast row (:func:`origin_times`); None sends
+            -1 to a program that asks.
     """
 
-    def __init__(self, values: np.ndarray, origins, horizon: int, n_targets: int, lookbacks: list[int]) -> None:
+    def __init__(self, values: np.ndarray, origins, horizon: int, n_targets: int, lookbacks: list[int],
+                 times: np.ndarray | None = None) -> None:
         self.values = np.ascontiguousarray(values, dtype=np.float32)
         self.origins, self.horizon, self.n_targets, self.lookbacks = list(origins), horizon, n_targets, lookbacks
+        self.times = np.full(len(self.origins), -1, dtype=np.int64) if times is None else np.asarray(times, dtype=np.int64)
         self._to_child_r, self._to_child_w = os.pipe()
         self._from_child_r, self._from_child_w = os.pipe()
         self.child_fds = (self._to_child_r, self._from_child_w)
@@ -472,7 +501,8 @@ class WindowFeed:
         if head is None:
             self.error = "the program never asked for windows (forecast mode: call serve() of input/mcgs_forecast.py)"
             return
-        lookback = struct.unpack("<i", head)[0]
+        asked = struct.unpack("<i", head)[0]
+        with_time, lookback = bool(asked & TIME_FLAG), asked & ~TIME_FLAG
         if lookback not in self.lookbacks:
             self.error = f"the program asked for a look-back of {lookback} rows; the task allows {self.lookbacks}"
             return
@@ -485,6 +515,8 @@ class WindowFeed:
         out = np.empty((len(self.origins), self.horizon, self.n_targets), dtype=np.float32)
         size = self.horizon * self.n_targets * 4
         for i, t in enumerate(self.origins):
+            if with_time:
+                _write_all(self._to_child_w, struct.pack("<q", int(self.times[i])))
             _write_all(self._to_child_w, self.values[t - lookback: t].tobytes())
             answer = self._read(size)
             if answer is None:

@@ -11,7 +11,9 @@ and calls :func:`serve` with a function that forecasts one window::
 ``window`` is float32 of shape ``(lookback, inputs)``: the look-back rows of the task's input
 series, scaled as ``input/history.csv`` is, oldest first. The function returns the next
 ``horizon`` rows of the target series, shape ``(horizon, targets)``. The engine sends the next
-window only after the answer to this one.
+window only after the answer to this one. With ``with_time=True`` the function is called as
+``forecast(window, time)``, ``time`` the time of the window's first forecast row in seconds since
+1970 (UTC), or -1 when unknown (for calendar features).
 """
 
 import os
@@ -39,13 +41,17 @@ def _write(fd, data):
         view = view[os.write(fd, view):]
 
 
-def serve(forecast, lookback, horizon=None, n_targets=None):
+TIME_FLAG = 1 << 30
+
+
+def serve(forecast, lookback, horizon=None, n_targets=None, with_time=False):
     """Answer the engine's windows one at a time (module docstring).
 
     Args:
         forecast: ``window (lookback, inputs) -> (horizon, targets)``.
         lookback: The look-back the model was fitted with (one the task allows).
         horizon, n_targets: The answer's shape (default: from ``input/task.json``).
+        with_time: Also pass each window's time (module docstring).
 
     Returns:
         The number of windows answered.
@@ -56,10 +62,12 @@ def serve(forecast, lookback, horizon=None, n_targets=None):
         task = json.load(open("input/task.json"))["forecast"]
         horizon, n_targets = task["horizon"], len(task["target_columns"])
     rfd, wfd = (int(x) for x in os.environ[FDS_ENV].split(","))
-    _write(wfd, struct.pack("<i", int(lookback)))
+    _write(wfd, struct.pack("<i", int(lookback) | (TIME_FLAG if with_time else 0)))
     n, lb, n_in = struct.unpack("<iii", _read(rfd, 12))
     for _ in range(n):
+        when = struct.unpack("<q", _read(rfd, 8))[0] if with_time else None
         window = np.frombuffer(_read(rfd, lb * n_in * 4), dtype="<f4").reshape(lb, n_in)
-        out = np.asarray(forecast(window), dtype="<f4").reshape(horizon, n_targets)
+        out = forecast(window, when) if with_time else forecast(window)
+        out = np.asarray(out, dtype="<f4").reshape(horizon, n_targets)
         _write(wfd, out.tobytes())
     return n

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcgs.forecast import TEST_FORECAST_FILE, ForecastError, WindowFeed, window_targets
+from mcgs.forecast import TEST_FORECAST_FILE, ForecastError, WindowFeed, origin_times, window_targets
 from mcgs.node import FrozenNode, Operator
 
 __all__ = ["forecast_windows", "write_test_forecast", "forecast_scores", "finish_forecast", "forecast_labels"]
@@ -72,7 +72,7 @@ def forecast_windows(search, node: FrozenNode, origins, timeout_s: float | None 
 
     f = search.task.forecast
     values = np.load(search.run_dir / "private" / "series.npy")
-    feed = WindowFeed(values, origins, f.horizon, len(f.targets), f.lookbacks)
+    feed = WindowFeed(values, origins, f.horizon, len(f.targets), f.lookbacks, times=origin_times(search.task.data_dir, f, origins))
     limits = search.sandbox_limits(timeout_s or search.settings.node_limit_s)
     result = run_program(search.node_dir(node), "solution.py", limits, extra_env={"MCGS_MODE": "forecast", "MCGS_SEED": "0"},
                          feed=feed, cancel=search.stop_event)

@@ -186,6 +186,34 @@ def test_forecast_mode_feeds_one_window_at_a_time_and_nothing_past_its_look_back
         feed.result()
 
 
+def test_a_program_that_asks_for_the_time_gets_each_window_s_first_forecast_time(tmp_path):
+    """Calendar features: serve(..., with_time=True) hands the program, with each window, the
+    time of its first forecast row (the engine's origin_times); a program that does not ask gets
+    the look-backs alone (the test above)."""
+    import shutil
+
+    import mcgs.forecast_client
+    from mcgs.forecast import WindowFeed, origin_times
+    from mcgs.sandbox import Outcome, SandboxLimits, run_program
+
+    spec = load_task(series_task(tmp_path / "t")).forecast
+    origins = range(1000, 1010)
+    times = origin_times(tmp_path / "t", spec, origins)
+    assert times[0] == int(pd.Timestamp("2021-01-01").timestamp()) + 1000 * 3600  # row 1000 of an hourly series
+    assert origin_times(tmp_path / "t", spec, [1200])[0] == times[0] + 200 * 3600  # after the last row: one step on
+    ws = tmp_path / "ws"
+    (ws / "input").mkdir(parents=True)
+    shutil.copyfile(mcgs.forecast_client.__file__, ws / "input" / "mcgs_forecast.py")
+    (ws / "solution.py").write_text(
+        "import sys\nimport numpy as np\nsys.path.insert(0, 'input')\nfrom mcgs_forecast import serve\n"
+        "serve(lambda w, when: np.full((24, 3), when / 3600.0), 48, 24, 3, with_time=True)\n")
+    values = np.zeros((1200, 3), dtype=np.float32)
+    feed = WindowFeed(values, origins, 24, 3, [48, 96], times=times)
+    result = run_program(ws, "solution.py", SandboxLimits(timeout_s=60), feed=feed)
+    assert result.outcome is Outcome.OK, result.stderr_tail
+    assert np.allclose(feed.result()[:, 0, 0], times / 3600.0)
+
+
 def test_the_code_review_refuses_time_series_leakage_and_missing_forecast_outputs():
     from operators.code_review import review_program
 
@@ -203,7 +231,8 @@ def test_the_code_review_refuses_time_series_leakage_and_missing_forecast_output
     assert any("never serves forecast mode" in r for r in silent.reasons)
 
 
-@pytest.mark.parametrize("model", ["model.forecast_linear", "model.forecast_seasonal_naive", "model.forecast_patch_mlp"])
+@pytest.mark.parametrize("model", ["model.forecast_linear", "model.forecast_seasonal_naive", "model.forecast_patch_mlp",
+                                   "model.forecast_lightgbm"])
 def test_every_forecasting_recipe_passes_the_review_and_writes_its_validation_forecasts(tmp_path, model):
     if model == "model.forecast_patch_mlp":
         pytest.importorskip("torch")
@@ -225,6 +254,8 @@ def test_every_forecasting_recipe_passes_the_review_and_writes_its_validation_fo
     assert ev.oof.shape == (177, 24 * 3)
     if model == "model.forecast_seasonal_naive":
         assert profile["forecast"]["seasonal_period"] == 24 and config["params"]["period"] == 24
+    if model == "model.forecast_lightgbm":
+        assert "periods [24]" in out  # a day of hourly rows; a week (168) is longer than the look-back of 96
     assert ev.score < 0.9  # persistence of the last value scores about 1.3 here
 
 
@@ -262,6 +293,12 @@ def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_
     design = np.concatenate([xs - xs[:, -1:], np.ones((len(xs), 1), np.float32)], axis=1)
     direct = np.transpose((design @ model["w"] + xs[:, -1:]).reshape(177, 3, 24), (0, 2, 1))
     assert lookback in (48, 96) and np.allclose(answers, direct, atol=1e-4)
+    # every recipe answers a window in forecast mode as it forecast it in search mode (calendar features included)
+    val_origins = search.task.forecast.validation_origins()
+    for node in (n for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE and n.operator.value == "draft"):
+        val = np.load(search.node_dir(node) / "working" / "val_forecast.npy")
+        assert np.allclose(forecast_windows(search, node, val_origins)[0], val, atol=1e-4), node.config.get("model")
+    assert {"model.forecast_linear", "model.forecast_lightgbm"} <= {n.config.get("model") for n in search.nodes()}
     # an ensemble's test windows: every member's own program in forecast mode, blended by the engine
     a, b = [n for n in search.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE][:2]
     ensemble = dataclasses.replace(final, operator=Operator.ENSEMBLE, config={"weights": {str(a.id): 3, str(b.id): 1}})
