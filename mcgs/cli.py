@@ -683,7 +683,8 @@ def export(
         out.print(f"     python {result.path / 'forecast.py'} HISTORY.csv OUT.csv   (the steps after HISTORY's last row; "
                   f"try {result.path / 'example_history.csv'}; or: from forecast import forecast; forecast(dataframe))")
     else:
-        out.print(f"     python {result.path / 'predict.py'} IN.csv OUT.csv   (or: from predict import predict; predict(dataframe))")
+        graph = " [--edges EDGES.csv: new nodes join the graph]" if run.task.graph is not None else ""
+        out.print(f"     python {result.path / 'predict.py'} IN.csv OUT.csv{graph}   (or: from predict import predict; predict(dataframe))")
 
 
 @app.command("set")

@@ -104,16 +104,30 @@ def _media_env(input_path, images):
     return {"MCGS_PREDICT_MEDIA": str(where.resolve())}
 
 
-def predict(df, raw=False, images=None):
+def _graph_env(edges):
+    """MCGS_PREDICT_EDGES for a graph task: the CSV of edges (the task's two edge columns) that
+    link nodes new to the graph into it; nothing without one."""
+    if not edges:
+        return {}
+    if not GRAPH:
+        raise RuntimeError("--edges: this task is not a graph task")
+    if not Path(edges).is_file():
+        raise RuntimeError(f"--edges {edges}: no such file (a CSV with the columns of the task's edge list)")
+    return {"MCGS_PREDICT_EDGES": str(Path(edges).resolve())}
+
+
+def predict(df, raw=False, images=None, edges=None):
     """Predictions for a pandas DataFrame with the test table's columns (a DataFrame); for an
     image task, IMAGES is the folder or zip archive of the files its image column names
-    (default: the working directory)."""
+    (default: the working directory); for a graph task, EDGES a CSV of edges linking the rows'
+    nodes that are new to the graph into it."""
     import pandas as pd
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "input.csv"
         df.to_csv(src, index=False)
-        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw, images=images or (os.getcwd() if MEDIA_COLUMN else None)))
+        return pd.read_csv(predict_file(src, Path(tmp) / "output.csv", raw=raw, images=images or (os.getcwd() if MEDIA_COLUMN else None),
+                                        edges=edges))
 
 
 def main():
@@ -123,9 +137,11 @@ def main():
     ap.add_argument("--raw", action="store_true", help="probabilities / values in the prediction-column layout")
     if MEDIA_COLUMN is not None:
         ap.add_argument("--images", help=f"folder or zip archive holding the files IN's column {MEDIA_COLUMN!r} names (default: IN's folder)")
+    if GRAPH:
+        ap.add_argument("--edges", help="CSV of edges (the task's edge columns) linking IN's nodes that are new to the graph into it")
     args = ap.parse_args()
     try:
-        print(predict_file(args.input, args.output, raw=args.raw, images=getattr(args, "images", None)))
+        print(predict_file(args.input, args.output, raw=args.raw, images=getattr(args, "images", None), edges=getattr(args, "edges", None)))
     except (RuntimeError, OSError) as exc:
         sys.exit(str(exc))
 
@@ -152,14 +168,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MEDIA_COLUMN = {media!r}  # an image task's column of file names, else None
+GRAPH = {graph!r}  # a graph task: new nodes join the graph through --edges
 
 
-def predict_file(input_path, output_path, raw=False, images=None):
+def predict_file(input_path, output_path, raw=False, images=None, edges=None):
     """Run the node's program in predict mode on a CSV (or JSON) table; write OUTPUT_PATH."""
     output_path = Path(output_path).resolve()
     env = {{**os.environ, "MCGS_MODE": "predict", "MCGS_MODEL_FILE": str(HERE / "working" / "model.joblib"),
            "MCGS_PREDICT_INPUT": str(Path(input_path).resolve()), "MCGS_PREDICT_OUTPUT": str(output_path),
-           **_media_env(input_path, images)}}
+           **_media_env(input_path, images), **_graph_env(edges)}}
     res = subprocess.run([sys.executable, "solution.py"], cwd=HERE, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError("prediction failed:\\n" + res.stderr[-3000:])
@@ -188,6 +205,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MEMBERS = {members!r}
 MEDIA_COLUMN = {media!r}  # an image task's column of file names, else None
+GRAPH = {graph!r}  # a graph task: new nodes join the graph through --edges
 
 
 def _run(cwd, env):
@@ -196,9 +214,9 @@ def _run(cwd, env):
         raise RuntimeError(f"prediction failed in {{cwd}}:\\n" + res.stderr[-3000:])
 
 
-def predict_file(input_path, output_path, raw=False, images=None):
+def predict_file(input_path, output_path, raw=False, images=None, edges=None):
     """Predict a CSV (or JSON) table with every member, blend, and write OUTPUT_PATH."""
-    media = _media_env(input_path, images)
+    media = {{**_media_env(input_path, images), **_graph_env(edges)}}
     input_path, output_path = str(Path(input_path).resolve()), Path(output_path).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -541,12 +559,17 @@ def _write_folder(run, node, dest: Path, shared_input: Path | None = None) -> No
 
 
 def _media_fields(run) -> dict[str, Any]:
-    """The image column (or None) and the usage line of ``--images`` for a ``predict.py``."""
-    media = run.task.media
+    """The image column (or None), whether the task is a graph, and the usage line of
+    ``--images`` / ``--edges`` for a ``predict.py``."""
+    media, graph = run.task.media, run.task.graph is not None
+    if graph:
+        return {"media": None, "graph": True, "media_doc": "    python predict.py IN.csv OUT.csv --edges EDGES.csv   # IN's nodes that are new to "
+                                                            "the graph join it through EDGES (the task's edge columns)\n"}
     if media is None:
-        return {"media": None, "media_doc": ""}
-    return {"media": media.column, "media_doc": f"    python predict.py IN.csv OUT.csv --images DIR   # the files IN's column {media.column!r} "
-                                                 "names are in DIR, a folder or .zip (default: IN's folder)\n"}
+        return {"media": None, "graph": False, "media_doc": ""}
+    return {"media": media.column, "graph": False,
+            "media_doc": f"    python predict.py IN.csv OUT.csv --images DIR   # the files IN's column {media.column!r} "
+                         "names are in DIR, a folder or .zip (default: IN's folder)\n"}
 
 
 def _test_media_arg(run) -> list[str]:
@@ -709,6 +732,8 @@ def _card(run, node, meas: dict[str, Any], rejected: list[dict[str, Any]], note:
         score = "" if step["score"] is None else f"{step['score']:.6g}"
         lines.append(f"| {step['node']} | {step['operator']} | {score} | {step['plan'].replace('|', '/')} |")
     images = f" --images new_images/   # the files column {task.media.column!r} names" if task.media is not None else ""
+    if task.graph is not None:
+        images = "   # nodes of the graph by id; new nodes with --edges new_edges.csv linking them in"
     use = (["python forecast.py example_history.csv forecast.csv   # or your own history: the same columns, its latest rows last"]
            if f is not None else
            ["python predict.py new_rows.csv predictions.csv" + images, "python train.py        # optional: refit on all training rows"])
@@ -792,9 +817,6 @@ def export_node(run, out_dir: str | Path, node_seq: int | None = None) -> Export
     from mcgs.snapshot import detailed_snapshot
 
     run = detailed_snapshot(run, ExportError)
-    if run.task.graph is not None:
-        raise ExportError(f"task {run.task.name!r} is a graph task: exporting its nodes (predicting new nodes, which needs the graph "
-                          f"they join) is not supported yet; its submission is in the run's best/ folder")
     # absolute: the exported programs are run with the export folder as working directory
     out_dir = Path(out_dir).absolute()
     _check_destination(run, out_dir)

@@ -187,9 +187,9 @@ def test_a_graph_network_short_of_time_drops_seeds_rather_than_epochs(tmp_path):
     assert out.count("epochs in") == 1 and ev.score is not None
 
 
-def test_the_search_on_a_graph_task_drafts_graph_models_and_hands_in_a_submission(tmp_path):
+def test_the_search_on_a_graph_task_drafts_graph_models_hands_in_a_submission_and_exports_them(tmp_path):
     pytest.importorskip("torch")
-    from mcgs.export import ExportError, export_node
+    from mcgs.export import export_node
     from mcgs.search import create_search
     from mcgs.settings import SearchSettings
 
@@ -203,8 +203,37 @@ def test_the_search_on_a_graph_task_drafts_graph_models_and_hands_in_a_submissio
     sub = pd.read_csv(tmp_path / "run" / "best" / "submission.csv")
     assert sub["node"].tolist() == answers["node"].tolist()
     assert (sub["label"] == answers["label"]).mean() > 0.85
-    with pytest.raises(ExportError, match="is a graph task"):
-        export_node(search, tmp_path / "model")
+    # export: the node's saved fold models predict the graph's nodes as the run did, and new nodes joining it
+    import subprocess
+    import sys
+
+    for node in (drafts["model.appnp"], drafts["model.sgc"]):  # a graph network; a table model on propagated features
+        out = export_node(search, tmp_path / f"model{node.seq}", node_seq=node.seq).path
+        res = subprocess.run([sys.executable, "predict.py", "input/test.csv", str(tmp_path / "p.csv")], cwd=out, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        own = pd.read_csv(search.node_dir(node) / "submission" / "submission.csv")
+        assert pd.read_csv(tmp_path / "p.csv")["label"].tolist() == own["label"].tolist()
+        # the test nodes again under new ids, linked to the neighbours of the nodes they copy
+        test = pd.read_csv(folder / "test.csv")
+        renamed = test.assign(node="new_" + test["node"])
+        edges = pd.read_csv(folder / "edges.csv")
+        copy = edges[edges["source"].isin(test["node"]) | edges["target"].isin(test["node"])].copy()
+        for c in ("source", "target"):
+            copy[c] = copy[c].where(~copy[c].isin(test["node"]), "new_" + copy[c])
+        renamed.to_csv(tmp_path / "new.csv", index=False)
+        copy.to_csv(tmp_path / "new_edges.csv", index=False)
+        res = subprocess.run([sys.executable, "predict.py", str(tmp_path / "new.csv"), str(tmp_path / "q.csv"), "--edges", str(tmp_path / "new_edges.csv")],
+                             cwd=out, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        new = pd.read_csv(tmp_path / "q.csv")
+        assert new["node"].tolist() == renamed["node"].tolist()
+        assert (new["label"] == answers["label"]).mean() > 0.8, node.config["model"]  # the features alone: about 0.58
+        assert (new["label"] == own["label"]).mean() > 0.85
+    card = (tmp_path / f"model{drafts['model.sgc'].seq}" / "MODEL_CARD.md").read_text()
+    assert "--edges new_edges.csv" in card
+    res = subprocess.run([sys.executable, "predict.py", str(tmp_path / "new.csv"), str(tmp_path / "q.csv"), "--edges", "nowhere.csv"],
+                         cwd=out, capture_output=True, text=True)
+    assert res.returncode != 0 and "--edges nowhere.csv: no such file" in res.stderr
 
 
 # --- Planetoid's Cora and CiteSeer, real data ------------------------------------------------------
