@@ -476,6 +476,9 @@ def _choose_metric(prompt: str, description: str, reading, req: TaskRequest, out
     elif described:
         req.metric = described[0]
         notes.append(f"metric {req.metric}: from the task description")
+    elif req.graph_edges:  # node classification: the published protocols (Planetoid, OGB) score accuracy
+        req.metric = "accuracy"
+        notes.append("metric accuracy: the node-classification default (Planetoid's protocol); name another to change it")
     else:
         problems.append(RequestProblem(
             "metric", "the request and the data folder do not say how results are judged",
@@ -561,10 +564,32 @@ def _choose_id_column(req: TaskRequest, out: ParsedRequest, data_dir: Path, test
         ids = [c for c in test_cols if re.fullmatch(r"(?i)(id|.*_id|id_.*|.*id)", c) and test_head[c].is_unique]
         dt = [c for c in test_cols if is_datetime_column(test_head[c]) and test_head[c].is_unique]
         req.id_column = (ids or dt or [None])[0]
-        if req.id_column:
+        node = _graph_id_column(data_dir, req, test_head) if req.graph_edges else None
+        if node:
+            req.id_column = node
+            notes.append(f"id column {node}: the test table's node ids, which the edge list {req.graph_edges} links")
+        elif req.id_column:
             notes.append(f"id column {req.id_column}: unique in the test table (no sample submission; one is written)")
         else:
             notes.append("no id column: the submission follows the test table's row order")
+
+
+def _graph_id_column(data_dir: Path, req: TaskRequest, test_head) -> str | None:
+    """A graph task's node id column: the unique test column most of whose first values are
+    nodes of the edge list (None when none is)."""
+    import pandas as pd
+
+    edges = pd.read_csv(data_dir / req.graph_edges, dtype=str, keep_default_na=False, nrows=200_000)
+    linked = set(edges.iloc[:, 0]) | set(edges.iloc[:, 1] if edges.shape[1] > 1 else [])
+    best, share = None, 0.0
+    for c in test_head.columns:
+        if not test_head[c].is_unique:
+            continue
+        values = test_head[c].astype(str).head(500)
+        hit = values.isin(linked).mean()
+        if hit > share:
+            best, share = c, hit
+    return best if share >= 0.5 else None
 
 
 def _infer_task_kind(prompt: str, req: TaskRequest, out: ParsedRequest, train_table, sample_cols) -> None:

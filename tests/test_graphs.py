@@ -295,6 +295,11 @@ def test_a_request_on_a_folder_with_an_edge_list_becomes_a_graph_task(tmp_path):
     assert spec.validation.kind == "predefined" and spec.validation.fold_column == "fold"
     assert spec.target_columns == ["label"] and spec.metric == "accuracy" and spec.id_column == "node"
     assert any("graph task" in n for n in parsed.notes) and profile_task(spec)["modality"] == "graph"
+    # the words, on the tables and the graph alone (no sample submission, no metric named)
+    (folder / "sample_submission.csv").unlink()
+    spec, parsed = task_from_request("classify the papers from the citation graph", folder, tmp_path / "task2")
+    assert spec.metric == "accuracy" and spec.id_column == "node" and spec.graph is not None
+    assert any("node-classification default" in n for n in parsed.notes)
 
 
 def test_a_subsample_of_a_graph_task_keeps_every_node_of_the_graph(tmp_path):
