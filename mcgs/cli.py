@@ -340,9 +340,13 @@ def run(
     coder: Optional[str] = typer.Option(
         None,
         show_default=setting_default("coder"),
-        help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY) or auto (anthropic when the key is set).",
+        help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY), openai (an OpenAI-compatible server: "
+        "--base-url and --model; vLLM, Ollama, llama.cpp, or a hosted API with OPENAI_API_KEY) or auto (anthropic when its key is set).",
     ),
-    max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With the anthropic coder: stop calling the API before this many US dollars are spent."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="With --coder openai (or anthropic): the API's base URL, e.g. http://localhost:11434/v1 for Ollama."),
+    llm_model: Optional[str] = typer.Option(None, "--model", help="With an LLM coder: the model that writes programs (the cascade's cheap and strong model both, "
+                                                                  "unless MCGS_LLM__STRONG_MODEL names a stronger one)."),
+    max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With an LLM coder: stop calling the API before this many US dollars are spent."),
     models: Optional[str] = typer.Option(
         None, help="Model families the recipe coder may use, comma-separated knowledge ids, e.g. model.lightgbm,model.logistic_regression (default: every one that applies)."
     ),
@@ -379,28 +383,56 @@ def run(
         }
         # an option given wins; the others come from MCGS_* variables, the settings file or the default
         settings = SearchSettings(**{k: v for k, v in given.items() if v is not None})
-        reader = _request_reader(settings.coder) if prompt is not None else None
+        settings = _llm_options(settings, base_url=base_url, model=llm_model, max_cost_usd=max_cost_usd)
+        reader = _request_reader(settings.coder, settings.llm) if prompt is not None else None
         task = _task_argument(task, prompt, data, out_dir, reader=reader)
-        if max_cost_usd is not None:
-            settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"max_cost_usd": max_cost_usd})})
-        if settings.coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
-            raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
+        _check_llm_key(settings.coder, settings.llm)
         search = mcgs.create_search(task, run_dir=out_dir, settings=settings, baseline=baseline, storage=storage)
         if reader is not None and reader.usage is not None:  # the request's reading goes in the ledger
             search.record_llm_call("request", "request", reader.usage)
     _drive(search)
 
 
-def _request_reader(coder: str):
-    """A language-model request reader when the coder resolves to anthropic, else None."""
+def _llm_options(settings, *, base_url: str | None, model: str | None, max_cost_usd: float | None):
+    """``settings`` with the LLM options given on the command line (each wins over MCGS_LLM__*)."""
+    update = {}
+    if base_url is not None:
+        update["base_url"] = base_url
+    if model is not None:
+        update["cheap_model"] = model
+        if not os.environ.get("MCGS_LLM__STRONG_MODEL"):
+            update["strong_model"] = model
+    if max_cost_usd is not None:
+        update["max_cost_usd"] = max_cost_usd
+    return settings.model_copy(update={"llm": settings.llm.model_copy(update=update)}) if update else settings
+
+
+def _check_llm_key(coder: str, llm) -> None:
+    """Refuse an LLM coder whose key is missing, saying what to set."""
+    from mcgs.llm.openai_client import is_local_url
+
+    if coder == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
+    if coder == "openai":
+        url = llm.base_url or os.environ.get("OPENAI_BASE_URL")
+        if not os.environ.get("OPENAI_API_KEY") and not is_local_url(url):
+            raise _UserError("--coder openai needs OPENAI_API_KEY for a hosted API, or --base-url of a server on this machine or network "
+                             "(e.g. http://localhost:11434/v1 for Ollama, http://localhost:8000/v1 for vLLM)")
+        if llm.cheap_model.startswith("claude-"):
+            raise _UserError("--coder openai: name the server's model with --model (or MCGS_LLM__CHEAP_MODEL), e.g. --model qwen2.5-coder:32b")
+
+
+def _request_reader(coder: str, llm=None):
+    """A language-model request reader when the coder resolves to an LLM, else None."""
     if coder == "recipe" or (coder == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):
         return None
-    if not os.environ.get("ANTHROPIC_API_KEY"):
-        raise _UserError("--coder anthropic needs ANTHROPIC_API_KEY in the environment (or use --coder recipe, which runs offline)")
     from mcgs.request import RequestReader
     from mcgs.settings import SearchSettings
 
-    return RequestReader(SearchSettings().llm)
+    llm = llm or SearchSettings().llm
+    provider = "openai" if coder == "openai" else "anthropic"
+    _check_llm_key(provider, llm)
+    return RequestReader(llm, provider=provider)
 
 
 def _task_argument(task: Path | None, prompt: str | None, data: Path | None, out_dir: Path, reader=None) -> Path:

@@ -100,22 +100,25 @@ class RequestReader:
 
     Args:
         settings: :class:`~mcgs.settings.LLMSettings` (the cheap model reads).
-        client: An :class:`~mcgs.llm.AnthropicClient` (default: built from the settings).
+        client: An :class:`~mcgs.llm.AnthropicClient` or :class:`~mcgs.llm.OpenAIClient`
+            (default: the provider's, built from the settings).
+        provider: ``anthropic`` or ``openai``.
 
     ``usage`` holds what the call was billed, for the run's cost ledger.
     """
 
-    def __init__(self, settings, client=None):
+    def __init__(self, settings, client=None, provider: str = "anthropic"):
         self.settings = settings
+        self.provider = provider
         self._client = client
         self.usage = None
 
     def read(self, prompt: str, files: list[str], train_cols: list[str], test_cols: list[str], sample_cols: list[str] | None) -> RequestReading:
         """The model's reading. Raises :class:`mcgs.llm.LLMError` when the call fails."""
         from mcgs.coders.anthropic import prompt_environment
-        from mcgs.llm import AnthropicClient, LLMError
+        from mcgs.llm import LLMError, make_client
 
-        client = self._client or AnthropicClient(self.settings)
+        client = self._client or make_client(self.provider, self.settings)
         user = prompt_environment().get_template("request.j2").render(
             prompt=prompt, files=files, train_columns=train_cols, test_columns=test_cols, sample_columns=sample_cols or []
         )

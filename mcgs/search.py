@@ -76,7 +76,7 @@ IMAGE_NODE_TIMEOUT_SHARE = 0.5
 
 logger = logging.getLogger(__name__)
 
-_PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic")
+_PACKAGES = ("mcgs", "numpy", "pandas", "scikit-learn", "lightgbm", "catboost", "sqlalchemy", "networkx", "anthropic", "openai")
 Callback = Callable[["Search", FrozenNode], None]
 
 
@@ -236,8 +236,10 @@ class Search:
             usage: The call's :class:`mcgs.llm.client.CallUsage` (model, tokens, latency).
         """
         from mcgs.coders.anthropic import ledger_row
+        from mcgs.llm import unknown_models_free
 
-        self.storage.add_llm_call(self.run_id, ledger_row(self.settings.llm, operator, kind, usage.model, usage))
+        free = unknown_models_free(self.settings.coder, self.settings.llm)
+        self.storage.add_llm_call(self.run_id, ledger_row(self.settings.llm, operator, kind, usage.model, usage, free_unknown=free))
 
     def sandbox_limits(self, timeout_s: float, threads: int | None = None) -> SandboxLimits:
         """The limits every run of this run's node code gets (search, ensembles, export's
@@ -512,7 +514,7 @@ def load_profile(task: TaskSpec, run_dir: Path, input_dir: Path, read_only: bool
 
 
 def resolve_coder_name(settings: SearchSettings) -> str:
-    """``recipe`` or ``anthropic``: ``auto`` means anthropic when ``ANTHROPIC_API_KEY`` is set."""
+    """``recipe``, ``anthropic`` or ``openai``: ``auto`` means anthropic when ``ANTHROPIC_API_KEY`` is set."""
     if settings.coder != "auto":
         return settings.coder
     return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "recipe"
@@ -523,10 +525,11 @@ def _default_coder(settings: SearchSettings) -> Coder:
     from mcgs.coders.recipe import RecipeCoder
 
     recipe = RecipeCoder(seed=settings.seed, models=settings.recipe_models)
-    if resolve_coder_name(settings) == "anthropic":
+    name = resolve_coder_name(settings)
+    if name in ("anthropic", "openai"):
         from mcgs.coders.anthropic import AnthropicCoder
 
-        return AnthropicCoder(settings, fallback=recipe)
+        return AnthropicCoder(settings, fallback=recipe, provider=name)
     return recipe
 
 

@@ -111,7 +111,7 @@ DEFAULT_PRICES = {
 
 
 class LLMSettings(BaseModel):
-    """Settings of the Anthropic coder (DESIGN §5); environment variables
+    """Settings of the language-model coders, Anthropic's and OpenAI-compatible ones (DESIGN §5); environment variables
     ``MCGS_LLM__<NAME>`` (e.g. ``MCGS_LLM__MAX_COST_USD=2``).
 
     Attributes:
@@ -135,7 +135,9 @@ class LLMSettings(BaseModel):
         max_retries: The SDK's own retries of transient errors (429 with retry-after, 5xx, 529
             overloaded, timeouts, connection errors).
         request_timeout_s: Time limit of one HTTP request, seconds.
-        base_url: API base URL (None = the SDK's default or ``ANTHROPIC_BASE_URL``).
+        base_url: API base URL (None = the SDK's default, or ``ANTHROPIC_BASE_URL`` /
+            ``OPENAI_BASE_URL``); for ``--coder openai``, the OpenAI-compatible server
+            (``http://localhost:8000/v1`` for vLLM, ``http://localhost:11434/v1`` for Ollama).
         prices: Model name -> :class:`ModelPrice`; a model missing here is priced as the
             most expensive entry, so the budget never under-counts.
         max_log_chars: Characters of a parent's stdout/stderr tail shown in a prompt.
@@ -161,10 +163,13 @@ class LLMSettings(BaseModel):
     max_log_chars: int = Field(3000, ge=200)
     model_review: bool = False
 
-    def price(self, model: str) -> ModelPrice:
-        """Price of ``model``; unknown models cost as much as the dearest known one."""
+    def price(self, model: str, free_unknown: bool = False) -> ModelPrice:
+        """Price of ``model``; unknown models cost as much as the dearest known one, or nothing
+        with ``free_unknown`` (a local server's models: :func:`mcgs.llm.unknown_models_free`)."""
         if model in self.prices:
             return self.prices[model]
+        if free_unknown:
+            return ModelPrice(input=0, output=0, cache_write=0, cache_read=0)
         return max(self.prices.values(), key=lambda p: p.output) if self.prices else ModelPrice(input=0, output=0, cache_write=0, cache_read=0)
 
 
@@ -314,9 +319,10 @@ class SearchSettings(BaseSettings):
             applicable one. An entry that does not apply to the task is ignored; when none
             applies, all applicable ones are used.
         coder: Who writes programs: ``recipe`` (offline), ``anthropic`` (Claude, needs
-            ``ANTHROPIC_API_KEY``) or ``auto`` (anthropic when the key is set, else recipe).
-            A run stores the coder it resolved to.
-        llm: :class:`LLMSettings` of the Anthropic coder.
+            ``ANTHROPIC_API_KEY``), ``openai`` (an OpenAI-compatible server at ``llm.base_url``:
+            vLLM, Ollama, llama.cpp or a hosted API with ``OPENAI_API_KEY``) or ``auto``
+            (anthropic when its key is set, else recipe). A run stores the coder it resolved to.
+        llm: :class:`LLMSettings` of the language-model coders.
         min_free_disk_mb: Free space the run's disk must keep, MiB; below it the run pauses
             (not charged to the budget) with a message until space is freed or the floor is
             lowered with ``mcgs set RUN_DIR min_free_disk_mb=N``.
@@ -411,7 +417,7 @@ class SearchSettings(BaseSettings):
     exploit_per_branch: int = Field(2, ge=1)
     seed: int = 0
     keep_workspaces: bool = False
-    coder: Literal["auto", "recipe", "anthropic"] = "auto"
+    coder: Literal["auto", "recipe", "anthropic", "openai"] = "auto"
     recipe_models: list[str] | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
     isolation: Literal["auto", "namespaces", "process-session"] = "auto"

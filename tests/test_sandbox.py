@@ -173,6 +173,7 @@ def test_background_process_of_a_finished_program_is_killed(tmp_path: Path) -> N
 
 def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-anthropic-key-for-tests")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-openai-key-for-tests")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
     monkeypatch.setenv("PYTHONPATH", "/nowhere")
@@ -190,9 +191,9 @@ def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     import json
 
     env = json.loads((tmp_path / "env.json").read_text())
-    for name in ("ANTHROPIC_API_KEY", "HTTPS_PROXY", "GITHUB_TOKEN", "PYTHONPATH"):
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HTTPS_PROXY", "GITHUB_TOKEN", "PYTHONPATH"):
         assert name not in env
-    assert "fake-anthropic-key-for-tests" not in json.dumps(env)
+    assert "fake-anthropic-key-for-tests" not in json.dumps(env) and "fake-openai-key-for-tests" not in json.dumps(env)
     assert env["HOME"] == str(tmp_path.resolve())
     assert env["TMPDIR"] == str(tmp_path.resolve() / "tmp")
     assert (tmp_path / "tmp").is_dir()

@@ -1,4 +1,5 @@
-"""The Anthropic coder: operators get their programs from Claude (DESIGN §5).
+"""The language-model coder: operators get their programs from Claude, or from a model behind an
+OpenAI-compatible server (vLLM, Ollama, llama.cpp, hosted APIs) (DESIGN §5).
 
 Same :class:`~mcgs.coders.Coder` protocol and solution contract as the recipe coder. Per call:
 
@@ -171,17 +172,23 @@ class AnthropicCoder:
     Args:
         settings: The search settings (``llm`` holds the models, budget and failure policy).
         fallback: Coder that writes a node when the LLM cannot (the recipe coder).
-        client: An :class:`~mcgs.llm.AnthropicClient` (default: built from settings on first use).
+        client: An :class:`~mcgs.llm.AnthropicClient` or :class:`~mcgs.llm.OpenAIClient`
+            (default: the provider's, built from settings on first use).
+        provider: ``anthropic`` (the Messages API) or ``openai`` (an OpenAI-compatible server):
+            the client it builds, the ``coder`` its nodes record, and whether models missing from
+            the price list are free (a local server's: :func:`mcgs.llm.unknown_models_free`).
 
     Call :meth:`attach` before use so the coder can write the ledger.
     """
 
-    name = "anthropic"
+    def __init__(self, settings: SearchSettings, fallback: Coder, client: Any | None = None, provider: str = "anthropic"):
+        from mcgs.llm import unknown_models_free
 
-    def __init__(self, settings: SearchSettings, fallback: Coder, client: Any | None = None):
         self.settings = settings
         self.llm = settings.llm
         self.fallback = fallback
+        self.name = provider
+        self._free_unknown = unknown_models_free(provider, settings.llm)
         self._client = client
         self._disabled: str | None = None  # why the LLM is off for the rest of the run
         self._storage = None
@@ -197,15 +204,16 @@ class AnthropicCoder:
 
     def _get_client(self):
         if self._client is None:
-            from mcgs.llm import AnthropicClient
+            from mcgs.llm import make_client
 
-            self._client = AnthropicClient(self.llm)
+            self._client = make_client(self.name, self.llm)
         return self._client
 
     def _record(self, req: CoderRequest, kind: str, model: str, usage, outcome: str, error: str | None = None) -> None:
         if self._storage is None:
             return
-        call = ledger_row(self.llm, req.operator.value, kind, model, usage, node_seq=req.node_seq, outcome=outcome, error=error)
+        call = ledger_row(self.llm, req.operator.value, kind, model, usage, node_seq=req.node_seq, outcome=outcome, error=error,
+                          free_unknown=self._free_unknown)
         self._ledger_ids.append(self._storage.add_llm_call(self._run_id, call))
 
     def spent_usd(self) -> float:
@@ -215,7 +223,7 @@ class AnthropicCoder:
     def _affordable(self, model: str, system: str, user: str) -> bool:
         if self.llm.max_cost_usd is None:
             return True
-        worst = self.llm.price(model).cost(0, self.llm.max_tokens, cache_write_tokens=_estimate_tokens(system, user))
+        worst = self.llm.price(model, self._free_unknown).cost(0, self.llm.max_tokens, cache_write_tokens=_estimate_tokens(system, user))
         return self.spent_usd() + worst <= self.llm.max_cost_usd
 
     # ------------------------------------------------------------------ prompts
@@ -348,7 +356,7 @@ class AnthropicCoder:
                 note, kind = problem, "reask"
                 continue
             self._record(request, kind, model, usage, "ok")
-            config: dict[str, Any] = {"author": model, "coder": "anthropic", "program": key}
+            config: dict[str, Any] = {"author": model, "coder": self.name, "program": key}
             if expert_plan:
                 config["expert_plan"] = expert_plan
             known = _known_ids(ans.knowledge_ids)
@@ -431,10 +439,11 @@ class AnthropicCoder:
         return dataclasses.replace(ans, config=config)
 
 
-def ledger_row(llm, operator: str, kind: str, model: str, usage, *, node_seq: int | None = None, outcome: str = "ok", error: str | None = None):
+def ledger_row(llm, operator: str, kind: str, model: str, usage, *, node_seq: int | None = None, outcome: str = "ok", error: str | None = None,
+               free_unknown: bool = False):
     """The cost-ledger row (:class:`mcgs.storage.LLMCall`) of one call: its billed tokens from
     ``usage`` (a :class:`mcgs.llm.CallUsage`, or None when nothing was billed) priced by
-    ``llm.prices`` (US dollars)."""
+    ``llm.prices`` (US dollars; ``free_unknown``: see :meth:`mcgs.settings.LLMSettings.price`)."""
     from mcgs.storage import LLMCall
 
     call = LLMCall(operator=operator, model=model, kind=kind, node_seq=node_seq, outcome=outcome, error=error)
@@ -448,7 +457,7 @@ def ledger_row(llm, operator: str, kind: str, model: str, usage, *, node_seq: in
         cache_read_tokens=usage.cache_read_tokens,
         latency_s=round(usage.latency_s, 3),
         request_id=usage.request_id,
-        cost_usd=llm.price(model).cost(usage.input_tokens, usage.output_tokens, usage.cache_write_tokens, usage.cache_read_tokens),
+        cost_usd=llm.price(model, free_unknown).cost(usage.input_tokens, usage.output_tokens, usage.cache_write_tokens, usage.cache_read_tokens),
     )
 
 
@@ -470,5 +479,5 @@ def _known_ids(ids: list[str]) -> tuple[str, ...]:
 
 def is_llm_node(n: FrozenNode) -> bool:
     """True when a model (not the recipe coder) wrote the node."""
-    return n.config.get("coder") == "anthropic"
+    return n.config.get("coder") in ("anthropic", "openai")
 
