@@ -7,7 +7,8 @@ look-back the chosen node asked for.
 Each (data set, seed) is ``mcgs run TASK --out RUN --time-budget B --seed S`` then
 ``mcgs protocol grade``; a finished pair's result (``results/<name>-seed<S>.json``) is kept, so
 a stopped campaign resumes where it stopped. The table goes to ``README.md`` in the output
-folder, with the command.
+folder, with the command, below the text of ``NOTES.md`` there when it exists (what was run and
+what it shows, written by hand).
 
 Usage (from the repository root)::
 
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         scores = [r["score"] for r in rows if r["name"] == name and r["score"] is not None]
         if scores:
             lines.append(f"| {name} | {statistics.median(scores):.4f} | {len(scores)} |")
-    (args.out / "README.md").write_text("\n".join(lines) + "\n")
+    notes = args.out / "NOTES.md"  # what was run and what it shows, written by hand: kept above the table
+    head = notes.read_text().rstrip() + "\n\n" if notes.is_file() else ""
+    (args.out / "README.md").write_text(head + "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
