@@ -19,6 +19,7 @@ from mcgs.graph import node as node_of
 from mcgs.node import FrozenNode, Operator
 from mcgs.operators import OperatorContext, build_request
 from mcgs.operators import edges as operator_edges
+from mcgs.llm import PROVIDERS
 from mcgs.operators.code_review import review_program
 from mcgs.operators.ensemble import build_ensemble, ensemble_due
 from mcgs.policy import select_expansion
@@ -62,11 +63,12 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
     if not isinstance(answer, CoderAnswer):  # a user's coder object
         raise TypeError(f"{type(search.coder).__name__}.write returned a {type(answer).__name__}; it must return "
                         f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
-    review = review_program(answer.code, train_only_columns=search.profile.get("train_only_columns", ()), forecast=search.task.forecast is not None)
-    if not review.rejected and hasattr(search.coder, "review_program"):  # the LLM path adds a model review
-        verdict = search.coder.review_program(review.code, request)
+    static = {"train_only_columns": search.profile.get("train_only_columns", ()), "forecast": search.task.forecast is not None}
+    review = review_program(answer.code, **static)
+    if not review.rejected and hasattr(search.coder, "review_program") and answer.config.get("coder") in PROVIDERS:
+        verdict = search.coder.review_program(review.code, request)  # the Code Review operator's model review
         if verdict is not None:
-            review = review.with_model_review(verdict)
+            review = review.with_model_review(verdict, **static)
     fidelity = child_fidelity(exp.operator, node_of(g, exp.parent_id), levels if len(levels) > 1 and search.fidelity.halving_pays() else [1.0])
     search.fidelity.input_dir(fidelity)  # its subsample is written before any worker may claim the node
     node = search.storage.add_node(

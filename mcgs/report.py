@@ -127,8 +127,18 @@ def _details(snap, nodes) -> dict[str, dict[str, Any]]:
             "diff": diff, "error": n.error or "", "stdout": n.stdout_tail, "stderr": n.stderr_tail,
             "cost_usd": round(costs.get(n.seq, 0.0), 6), "attempts": n.attempts,
             "review": n.review.get("reasons", []) if isinstance(n.review, dict) else [],
+            "model_review": _model_review(n),
         }
     return out
+
+
+def _model_review(n) -> dict[str, Any] | None:
+    """The Code Review operator's model review of a node (verdict, problems, the revision's
+    diff), or None."""
+    review = n.review.get("model_review") if isinstance(n.review, dict) else None
+    if not isinstance(review, dict):
+        return None
+    return {k: review.get(k) for k in ("verdict", "problems", "diff", "model", "error") if review.get(k)}
 
 
 def _brief(text: str) -> str:

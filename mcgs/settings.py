@@ -141,9 +141,11 @@ class LLMSettings(BaseModel):
         prices: Model name -> :class:`ModelPrice`; a model missing here is priced as the
             most expensive entry, so the budget never under-counts.
         max_log_chars: Characters of a parent's stdout/stderr tail shown in a prompt.
-        model_review: After the static Code Review passes a program, the cheap model reviews it
-            too (leakage across folds, train-only columns, wrong output layout, runtime) and may
-            reject it with reasons stored on the node; one extra call per node, so off by default.
+        model_review: The Code Review operator's model review: after the static review passes a
+            program a model wrote, the cheap model reads it (leakage, contract breaches, a run
+            time past the timeout) and passes it or returns its problems with a revised program,
+            which runs instead (once; MLEvolve reviews every generated program). One call per
+            LLM-written node; the recipe coder's programs skip it. False turns it off.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -161,7 +163,7 @@ class LLMSettings(BaseModel):
     base_url: str | None = None
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     max_log_chars: int = Field(3000, ge=200)
-    model_review: bool = False
+    model_review: bool = True
 
     def price(self, model: str, free_unknown: bool = False) -> ModelPrice:
         """Price of ``model``; unknown models cost as much as the dearest known one, or nothing

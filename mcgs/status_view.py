@@ -147,4 +147,10 @@ def spend_view(snap) -> list:
                         + (f"; {len(refused)} call(s) not made because the budget could not cover them" if refused else "")))
     authors = Counter(n.config.get("author", "recipe") for n in nodes if n.operator.value != "ensemble")
     out.append(Text("nodes written by: " + ", ".join(f"{a} ({k})" for a, k in authors.most_common())))
+    reviews = Counter(n.review["model_review"].get("verdict") for n in nodes if isinstance(n.review, dict) and n.review.get("model_review"))
+    if reviews:
+        review_usd = sum(c.cost_usd for c in calls if c.kind == "review")
+        words = {"pass": "passed", "revise": "revised (the revision ran)", "unavailable": "unavailable (ran on the static review)"}
+        out.append(Text("code review by the model: " + ", ".join(f"{k} {words.get(v, v)}" for v, k in reviews.most_common())
+                        + f"; {format_usd(review_usd)}"))
     return out

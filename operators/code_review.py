@@ -76,13 +76,27 @@ class Review:
     def rejected(self) -> bool:
         return self.verdict == "rejected"
 
-    def with_model_review(self, review: dict) -> "Review":
-        """This review plus a model's verdict; a model ``reject`` rejects the program, its
-        reasons prefixed with ``model review:``."""
-        if review.get("verdict") == "reject":
-            reasons = self.reasons + tuple(f"model review: {r}" for r in review.get("reasons") or ["rejected without a reason"])
+    def with_model_review(self, review: dict, **static) -> "Review":
+        """This review plus a model's verdict (:meth:`mcgs.coders.anthropic.AnthropicCoder.review_program`).
+
+        A ``revise`` verdict's revised program replaces the code once it passes the static
+        review too (``static``: :func:`review_program`'s keywords); the stored review keeps the
+        problems and the diff (``model_review["diff"]``), not the revised program. A revision the
+        static review rejects rejects the node, with both reviews' reasons. ``pass`` and
+        ``unavailable`` (a review that could not be had) keep the program."""
+        import difflib
+
+        review = dict(review)
+        revised = review.pop("revised_code", None)
+        if review.get("verdict") != "revise" or not revised:
+            return dataclasses.replace(self, model_review=review)
+        review["diff"] = "".join(difflib.unified_diff(self.code.splitlines(True), revised.splitlines(True), "written", "revised", n=2))[:20_000]
+        second = review_program(revised, **static)
+        if second.rejected:
+            reasons = tuple(f"model review: {p}" for p in review.get("problems") or []) + tuple(f"revised program: {r}" for r in second.reasons)
             return dataclasses.replace(self, verdict="rejected", reasons=reasons, model_review=review)
-        return dataclasses.replace(self, model_review=review)
+        fixed = tuple(f"model review: {p}" for p in review.get("problems") or [])
+        return dataclasses.replace(self, verdict="fixed", reasons=self.reasons + fixed + second.reasons, code=second.code, model_review=review)
 
     def as_dict(self) -> dict:
         """JSON-ready form stored on the node (without the code)."""

@@ -23,7 +23,8 @@ CHEAP, STRONG = "cheap-model", "strong-model"
 
 
 def _settings(fake: FakeAnthropic, **llm) -> SearchSettings:
-    base = dict(base_url=fake.base_url, max_retries=2, cheap_model=CHEAP, strong_model=STRONG, max_tokens=1000)
+    # the Code Review operator's model review (on by default) has its own tests below; the others leave it out of their call counts
+    base = dict(base_url=fake.base_url, max_retries=2, cheap_model=CHEAP, strong_model=STRONG, max_tokens=1000, model_review=False)
     base.update(llm)
     return SearchSettings(time_budget_s=300, num_drafts=2, max_nodes=4, seed=0, policy="tree", ensemble=False, coder="anthropic", llm=LLMSettings(**base))
 
@@ -291,26 +292,87 @@ def test_settings_reject_unknown_llm_fields_and_price_unknown_models_high():
     assert dataclasses.is_dataclass(CoderRequest)
 
 
-def test_model_review_rejects_a_program_with_reasons_stored_on_the_node(tmp_path):
-    """With ``model_review`` on, a program the static review passed is also reviewed by the
-    cheap model; its ``reject`` makes the node REJECTED (not run), reasons on the node."""
+def _review_search(tmp_path, fake, code_holder, **llm):
+    search, coder = _search(tmp_path, fake, **{"model_review": True, **llm})
+    code_holder["valid"] = _valid_code(search)
+    # a planted leak the static review cannot see: the scaler is fitted on the training and test rows together
+    code_holder["leaky"] = code_holder["valid"].replace("import numpy as np", "import numpy as np\nLEAK = 'StandardScaler().fit(pd.concat([train, test]))'", 1)
+    assert code_holder["leaky"] != code_holder["valid"]
+    search.settings = search.settings.model_copy(update={"max_nodes": 1})
+    return search
+
+
+def test_the_code_review_operator_revises_a_leaky_program_and_the_revision_runs(tmp_path):
+    """On by default for programs a model wrote: the cheap model reads the program and answers
+    with the problems and a revised program, which passes the static review and runs instead;
+    the verdict, the problems, the diff and the review's ledger rows are the node's."""
+    code_holder, reviewed = {}, []
+
+    def reply(body):
+        if body["tool_choice"]["name"] == "review":
+            reviewed.append(body["messages"][0]["content"])
+            return tool_reply({"verdict": "revise", "problems": ["the scaler is fitted on the training and test rows together (leakage)"],
+                               "revised_code": code_holder["valid"]})
+        return tool_reply({"plan": "p", "code": code_holder["leaky"]})
+
+    with FakeAnthropic(default=reply) as fake:
+        search = _review_search(tmp_path, fake, code_holder)
+        search.step()
+    node = next(n for n in search.nodes() if n.parent_id is not None)
+    assert "LEAK = " in reviewed[0] and "leakage" in reviewed[0]  # the program and the review's brief reached the model
+    assert node.state is NodeState.VALID and node.code == code_holder["valid"]  # the revision ran
+    assert node.review["verdict"] == "fixed" and node.review["model_review"]["verdict"] == "revise"
+    assert "leakage" in node.review["model_review"]["problems"][0] and "-LEAK = " in node.review["model_review"]["diff"]
+    calls = search.storage.llm_calls(search.run_id)
+    assert [(c.kind, c.node_seq) for c in calls] == [("code", node.seq), ("review", node.seq)] and all(c.cost_usd > 0 for c in calls)
+    import mcgs
+    from mcgs.report import render_report
+    from mcgs.status_view import spend_view
+
+    snap = mcgs.load_run(tmp_path / "run", details=True)
+    assert "code review by the model: 1 revised (the revision ran)" in " ".join(str(x) for x in spend_view(snap))
+    assert '"model_review": {"verdict": "revise"' in render_report(snap)
+
+
+def test_a_review_malformed_twice_lets_the_program_run_on_the_static_review(tmp_path):
     code_holder = {}
 
     def reply(body):
         if body["tool_choice"]["name"] == "review":
-            return tool_reply({"verdict": "reject", "reasons": ["the scaler is fitted on all rows before the folds split"]})
-        return tool_reply({"plan": "p", "code": code_holder["code"]})
+            return tool_reply({"verdict": "revise", "problems": ["something"]})  # no revised program: malformed
+        return tool_reply({"plan": "p", "code": code_holder["valid"]})
 
     with FakeAnthropic(default=reply) as fake:
-        search, coder = _search(tmp_path, fake, model_review=True)
-        code_holder["code"] = _valid_code(search)
-        search.settings = search.settings.model_copy(update={"max_nodes": 1})
+        search = _review_search(tmp_path, fake, code_holder, max_reasks=1)
         search.step()
     node = next(n for n in search.nodes() if n.parent_id is not None)
-    assert node.state is NodeState.REJECTED
-    assert node.review["model_review"]["verdict"] == "reject"
-    assert "model review: the scaler is fitted on all rows" in node.error
-    assert [c.kind for c in search.storage.llm_calls(search.run_id)] == ["code", "review"]
+    assert node.state is NodeState.VALID and node.code == code_holder["valid"]
+    assert node.review["verdict"] == "passed" and node.review["model_review"]["verdict"] == "unavailable"
+    assert [(c.kind, c.outcome) for c in search.storage.llm_calls(search.run_id)] == [("code", "ok"), ("review", "malformed"), ("review", "malformed")]
+
+
+def test_a_revision_the_static_review_refuses_rejects_the_node_and_recipe_programs_are_not_reviewed(tmp_path):
+    code_holder = {}
+
+    def reply(body):
+        if body["tool_choice"]["name"] == "review":
+            return tool_reply({"verdict": "revise", "problems": ["p"], "revised_code": "import subprocess\nsubprocess.run(['ls'])\n" + code_holder["valid"]})
+        return tool_reply({"plan": "p", "code": code_holder["valid"]})
+
+    with FakeAnthropic(default=reply) as fake:
+        search = _review_search(tmp_path, fake, code_holder)
+        search.step()
+    node = next(n for n in search.nodes() if n.parent_id is not None)
+    assert node.state is NodeState.REJECTED and any(r.startswith("revised program:") for r in node.review["reasons"])
+    with FakeAnthropic(default=reply) as fake:  # the model review off: nothing but the static review
+        search = _review_search(tmp_path / "off", fake, code_holder, model_review=False)
+        search.step()
+    assert [c.kind for c in search.storage.llm_calls(search.run_id)] == ["code"]
+    with FakeAnthropic([error_reply(401, "bad key")]) as fake:  # the LLM off: the recipe coder's program is not reviewed
+        search = _review_search(tmp_path / "recipe", fake, code_holder)
+        search.step()
+    node = next(n for n in search.nodes() if n.parent_id is not None)
+    assert node.config["author"].startswith("recipe") and "model_review" not in node.review
 
 
 # ----------------------------------------------------------------- request -> task spec

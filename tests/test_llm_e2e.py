@@ -43,7 +43,8 @@ def test_run_with_the_anthropic_coder_survives_every_kind_of_bad_answer(shared_d
     run = tmp_path / "run"
     with FakeAnthropic(script, default=ok) as fake:
         env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_LLM__CHEAP_MODEL": CHEAP,
-               "MCGS_LLM__MAX_RETRIES": "2", "MCGS_DEBUG_PROB": "1.0"}
+               "MCGS_LLM__MAX_RETRIES": "2", "MCGS_DEBUG_PROB": "1.0",
+               "MCGS_LLM__MODEL_REVIEW": "false"}  # the script answers programs in order; the Code Review's calls are tested in test_llm.py
         cmd = [sys.executable, "-m", "mcgs", "run", str(task_dir), "--out", str(run), "--coder", "anthropic", "--policy", "greedy",
                "--plans", "0", "--max-nodes", "6", "--time-budget", "6m"]
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)

@@ -43,7 +43,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from mcgs.coders import Coder, CoderAnswer, CoderRequest, CoderStop, config_key, program_key
 from mcgs import operators
@@ -92,10 +92,18 @@ class SolutionAnswer(BaseModel):
 
 
 class ReviewVerdict(BaseModel):
-    """The ``review`` tool input of a model review of a program."""
+    """The ``review`` tool input of the Code Review operator's model review: pass, or the
+    problems with a revised program (required with ``revise``)."""
 
-    verdict: Literal["pass", "reject"] = Field(description="reject only for a concrete defect")
-    reasons: list[str] = Field(default_factory=list, description="The defects found, or what was checked.")
+    verdict: Literal["pass", "revise"] = Field(description="revise only for a concrete defect, with the revised program")
+    problems: list[str] = Field(default_factory=list, description="The defects found (one sentence each), or what was checked.")
+    revised_code: str | None = Field(None, description="With revise: the complete program with every problem fixed.")
+
+    @model_validator(mode="after")
+    def _revision_given(self) -> "ReviewVerdict":
+        if self.verdict == "revise" and (not self.revised_code or len(self.revised_code.strip()) < 20):
+            raise ValueError("a revise verdict needs revised_code, the complete revised program")
+        return self
 
 
 class ExpertPlan(BaseModel):
@@ -364,22 +372,56 @@ class AnthropicCoder:
         return self._fall_back(request, f"no valid answer after {1 + self.llm.max_reasks} attempt(s): {note}")
 
     def review_program(self, code: str, req: CoderRequest) -> dict[str, Any] | None:
-        """The model review of a program the static review passed (``llm.model_review``):
-        ``{"verdict": "pass" | "reject", "reasons": [...], "model": ...}``, or None when not
-        asked (setting off, LLM off, budget) or when the call failed (the program then runs on
-        the static review alone)."""
+        """The Code Review operator's model review of a program the model wrote and the static
+        review passed (``llm.model_review``, on by default): the cheap model reads it with the
+        task, the contract, the data profile and the node's timeout (``code_review.j2``) and
+        answers ``pass``, or ``revise`` with the problems and a revised program.
+
+        Returns:
+            ``{"verdict": "pass" | "revise" | "unavailable", "problems": [...], "model": ...,
+            "revised_code": ... (with revise), "error": ... (unavailable)}``; None when not asked
+            (setting off, LLM off, a program the recipe coder wrote). A malformed answer is
+            re-asked ``max_reasks`` times; after that, or when the call fails or the budget
+            cannot cover it, the verdict is ``unavailable`` and the program runs on the static
+            review alone.
+        """
+        from mcgs.llm import LLMError, MalformedAnswer
 
         if not self.llm.model_review or self._disabled:
             return None
+        model = self.llm.cheap_model
         try:
             client = self._get_client()
-        except Exception:
-            return None
+        except LLMError as exc:
+            return {"verdict": "unavailable", "problems": [], "model": model, "error": str(exc)}
         system = self.system_prompt(req)
-        user = prompt_environment().get_template("code_review.j2").render(code=code, timeout_s=req.per_run_timeout_s)
-        model = self.llm.cheap_model
-        ans = self._side_call(client, req, "review", model, system, user, ReviewVerdict, "Pass or reject the program, with reasons.", 1024)
-        return None if ans is None else {"verdict": ans.verdict, "reasons": ans.reasons, "model": model}
+        note = None
+        for attempt in range(1 + self.llm.max_reasks):
+            user = prompt_environment().get_template("code_review.j2").render(code=code, timeout_s=req.per_run_timeout_s, note=note)
+            if not self._affordable(model, system, user):
+                return {"verdict": "unavailable", "problems": [], "model": model, "error": "the LLM budget cannot cover the review"}
+            try:
+                ans, usage = client.ask(model=model, system=system, user=user, answer=ReviewVerdict, tool_name="review",
+                                        tool_description="Pass the program, or give its problems and the revised program.",
+                                        max_tokens=self.llm.max_tokens)
+            except MalformedAnswer as exc:
+                self._record(req, "review", model, exc.usage, "malformed", str(exc))
+                note = f"your last answer could not be used: {exc}"
+                continue
+            except LLMError as exc:
+                self._record(req, "review", model, exc.usage, "error", str(exc))
+                return {"verdict": "unavailable", "problems": [], "model": model, "error": str(exc)}
+            problem = _code_problem(ans.revised_code) if ans.verdict == "revise" else None
+            if problem is not None:
+                self._record(req, "review", model, usage, "malformed", f"the revised program: {problem}")
+                note = f"your revised program could not be used: {problem}"
+                continue
+            self._record(req, "review", model, usage, "ok")
+            out = {"verdict": ans.verdict, "problems": list(ans.problems), "model": model}
+            if ans.verdict == "revise":
+                out["revised_code"] = ans.revised_code
+            return out
+        return {"verdict": "unavailable", "problems": [], "model": model, "error": f"no valid review after {1 + self.llm.max_reasks} attempt(s): {note}"}
 
     def _side_call(self, client, req: CoderRequest, kind: str, model: str, system: str, user: str, answer, description: str, max_tokens: int):
         """One call that is not the node's program (a review, an expert plan): skipped when
@@ -388,7 +430,7 @@ class AnthropicCoder:
 
         if not self._affordable(model, system, user):
             return None
-        tool = {"review": "review", "expert": "plan"}[kind]
+        tool = {"expert": "plan"}[kind]
         try:
             ans, usage = client.ask(
                 model=model, system=system, user=user, answer=answer, tool_name=tool,
