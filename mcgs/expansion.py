@@ -19,7 +19,6 @@ from mcgs.graph import node as node_of
 from mcgs.node import FrozenNode, Operator
 from mcgs.operators import OperatorContext, build_request
 from mcgs.operators import edges as operator_edges
-from mcgs.llm import PROVIDERS
 from mcgs.operators.code_review import review_program
 from mcgs.operators.ensemble import build_ensemble, ensemble_due
 from mcgs.policy import select_expansion
@@ -65,8 +64,9 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
                         f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
     static = {"train_only_columns": search.profile.get("train_only_columns", ()), "forecast": search.task.forecast is not None}
     review = review_program(answer.code, **static)
-    if not review.rejected and hasattr(search.coder, "review_program") and answer.config.get("coder") in PROVIDERS:
-        verdict = search.coder.review_program(review.code, request)  # the Code Review operator's model review
+    reviewer = getattr(search.coder, "review_program", None)
+    if not review.rejected and reviewer is not None and answer.config.get("coder") == getattr(search.coder, "name", None):
+        verdict = reviewer(review.code, request)  # the Code Review operator's model review of the coder's own program
         if verdict is not None:
             review = review.with_model_review(verdict, **static)
     fidelity = child_fidelity(exp.operator, node_of(g, exp.parent_id), levels if len(levels) > 1 and search.fidelity.halving_pays() else [1.0])

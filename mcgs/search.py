@@ -526,6 +526,11 @@ def _default_coder(settings: SearchSettings) -> Coder:
 
     recipe = RecipeCoder(seed=settings.seed, models=settings.recipe_models)
     name = resolve_coder_name(settings)
+    if name == "simulated":
+        from mcgs.coders.simulated import SimulatedCoder
+
+        return SimulatedCoder(seed=settings.seed, fault_rate=settings.simulated_fault_rate, repair_rate=settings.simulated_repair_rate,
+                              review_rate=settings.simulated_review_rate, models=settings.recipe_models)
     if name in ("anthropic", "openai"):
         from mcgs.coders.anthropic import AnthropicCoder
 

@@ -323,7 +323,12 @@ class SearchSettings(BaseSettings):
         coder: Who writes programs: ``recipe`` (offline), ``anthropic`` (Claude, needs
             ``ANTHROPIC_API_KEY``), ``openai`` (an OpenAI-compatible server at ``llm.base_url``:
             vLLM, Ollama, llama.cpp or a hosted API with ``OPENAI_API_KEY``) or ``auto``
-            (anthropic when its key is set, else recipe). A run stores the coder it resolved to.
+            (anthropic when its key is set, else recipe), or ``simulated`` (the recipe coder
+            with LLM-like faults, for measuring the agent loop offline:
+            :mod:`mcgs.coders.simulated`). A run stores the coder it resolved to.
+        simulated_fault_rate, simulated_repair_rate, simulated_review_rate: The simulated
+            coder's probabilities that a program carries a fault, that Debug repairs one, and
+            that its Code Review catches one.
         llm: :class:`LLMSettings` of the language-model coders.
         min_free_disk_mb: Free space the run's disk must keep, MiB; below it the run pauses
             (not charged to the budget) with a message until space is freed or the floor is
@@ -419,7 +424,10 @@ class SearchSettings(BaseSettings):
     exploit_per_branch: int = Field(2, ge=1)
     seed: int = 0
     keep_workspaces: bool = False
-    coder: Literal["auto", "recipe", "anthropic", "openai"] = "auto"
+    coder: Literal["auto", "recipe", "anthropic", "openai", "simulated"] = "auto"
+    simulated_fault_rate: float = Field(0.2, ge=0, le=1)
+    simulated_repair_rate: float = Field(0.7, ge=0, le=1)
+    simulated_review_rate: float = Field(0.0, ge=0, le=1)
     recipe_models: list[str] | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
     isolation: Literal["auto", "namespaces", "process-session"] = "auto"

@@ -1,0 +1,149 @@
+"""Ablation under LLM-like faults: the policies (mcgs, tree, greedy) with the simulated coder
+(``--coder simulated``, :mod:`mcgs.coders.simulated`) at several fault rates.
+
+The simulated coder writes the recipe coder's programs and breaks a share of them as
+LLM-written programs break (a syntax error, a misspelt column, an OOF table a row short, a
+deleted submission, a run past the timeout, a leak that inflates the OOF score); Debug repairs
+what it broke at ``--repair-rate``. For each policy and fault rate the report gives, over tasks
+and seeds:
+
+* **valid submission**: runs that handed in a submission the task's grader scores;
+* **failed nodes** and **Debug nodes** per run: the nodes the faults cost (a failed node, and a
+  Debug node spent on one, are candidates the search did not get to use);
+* **leaks chosen**: runs whose final node (or a member of its final ensemble) carries a leak;
+* **normalised score**: ``(score - worst) / (best - worst)`` over every run of the task (1 =
+  best; an invalid submission counts as the worst), mean over seeds.
+
+Tasks as :mod:`experiments.ablation` (the MLE-bench splits and the house-prices holdout).
+Resumable: a finished run is only graded.
+
+Usage (from the repository root)::
+
+    .venv/bin/python experiments/ablation_faults.py --shared ../shared/data --work /tmp/mcgs-faults \\
+        --time-budget 3m --seeds 0 1 2 --fault-rates 0 0.2 0.4 --report docs/results/ablation_faults.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ablation import HOUSE, MLEBENCH_TASKS, POLICIES, _metric_of, grade, normalised_rows, per_task_means, prepare_house_prices, run_status  # noqa: E402
+
+from mcgs.metrics import get_metric  # noqa: E402
+from mcgs.mlebench import prepare_competition  # noqa: E402
+from mcgs.search import open_search  # noqa: E402
+from mcgs.settings import parse_duration  # noqa: E402
+
+
+def launch(task_dir: Path, run_dir: Path, policy: str, seed: int, fault_rate: float, repair_rate: float, budget: str, threads: int) -> None:
+    """One ``mcgs run --coder simulated`` in a subprocess, unless its storage says finished."""
+    if run_status(run_dir) == "finished":
+        return
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    env = {**os.environ, "MCGS_SIMULATED_FAULT_RATE": str(fault_rate), "MCGS_SIMULATED_REPAIR_RATE": str(repair_rate)}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "mcgs", "run", str(task_dir), "--out", str(run_dir), "--time-budget", budget, "--seed", str(seed),
+                        "--policy", policy, "--cpu-threads", str(threads), "--coder", "simulated"], capture_output=True, text=True, env=env)
+    print(f"  {run_dir.name}: {time.monotonic() - t0:.0f}s {'ok' if r.returncode == 0 else 'exit %d: %s' % (r.returncode, r.stderr[-300:])}", flush=True)
+
+
+def run_facts(run_dir: Path) -> dict:
+    """Failed, Debug and faulted nodes of a finished run, and whether its final choice leaks."""
+    search = open_search(run_dir)
+    nodes = [n for n in search.nodes() if n.parent_id is not None and n.operator.value != "ensemble" and n.state.is_finished()]
+    final = search.final_node
+    by_id = {n.id: n for n in search.nodes()}
+    chosen = [final] if final is not None else []
+    if final is not None and final.operator.value == "ensemble":
+        chosen = [by_id[int(i)] for i in final.config.get("weights", {}) if int(i) in by_id]
+    return {
+        "nodes": len(nodes), "valid": sum(n.is_valid for n in nodes), "failed": sum(not n.is_valid for n in nodes),
+        "debug": sum(n.operator.value == "debug" for n in nodes), "faulted": sum(bool(n.config.get("simulated_fault")) for n in nodes),
+        "repaired": sum(bool(n.config.get("repaired")) for n in nodes),
+        "leak_chosen": any(n.config.get("simulated_fault") == "leak" for n in chosen),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--tasks", default=",".join((*MLEBENCH_TASKS, HOUSE)))
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--fault-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
+    ap.add_argument("--repair-rate", type=float, default=0.7)
+    ap.add_argument("--time-budget", default="3m")
+    ap.add_argument("--report", type=Path)
+    args = ap.parse_args()
+    parse_duration(args.time_budget)
+    threads = os.cpu_count() or 2
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    data = args.work / "data"
+    args.work.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for task_id in tasks:
+        if task_id == HOUSE:
+            task_dir = prepare_house_prices(args.shared / HOUSE / "raw", data / HOUSE)
+        else:
+            if not (data / task_id / "config.yaml").is_file():
+                prepare_competition(task_id, args.shared / task_id / "raw", data)
+            task_dir = data / task_id
+        for rate in args.fault_rates:
+            for seed in args.seeds:
+                for policy in policies:
+                    jobs.append((task_id, task_dir, policy, rate, seed, args.work / "runs" / f"{task_id}-{policy}-fault{rate:g}-seed{seed}"))
+    for task_id, task_dir, policy, rate, seed, run_dir in jobs:
+        launch(task_dir, run_dir, policy, seed, rate, args.repair_rate, args.time_budget, threads)
+    rows = []
+    for task_id, _, policy, rate, seed, run_dir in jobs:
+        if run_status(run_dir) != "finished":
+            continue
+        sub = run_dir / "best" / "submission.csv"
+        rows.append({"task": task_id, "policy": policy, "fault_rate": rate, "seed": seed, **run_facts(run_dir),
+                     "score": grade(task_id, sub, data) if sub.is_file() else None})
+        print(json.dumps(rows[-1]), flush=True)
+    lower = {t: not get_metric("rmsle" if t == HOUSE else _metric_of(data, t)).higher_is_better for t in tasks}
+    for r, v in normalised_rows(rows, "score", tasks, lower, missing_is_worst=True):
+        r["normalised"] = v
+    table = []
+    for rate in args.fault_rates:
+        for p in policies:
+            rs = [r for r in rows if r["policy"] == p and r["fault_rate"] == rate]
+            if not rs:
+                continue
+            per_task = per_task_means([(r, r["normalised"]) for r in rs])
+            table.append({"fault_rate": rate, "policy": p, "runs": len(rs), "valid_submissions": sum(r["score"] is not None for r in rs),
+                          "failed_per_run": statistics.mean(r["failed"] for r in rs), "debug_per_run": statistics.mean(r["debug"] for r in rs),
+                          "repaired_per_run": statistics.mean(r["repaired"] for r in rs), "leaks_chosen": sum(r["leak_chosen"] for r in rs),
+                          "nodes_per_run": statistics.mean(r["nodes"] for r in rs), "normalised": statistics.mean(per_task.values())})
+    out = {"date": dt.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv), "rows": rows, "table": table}
+    (args.work / "results_faults.json").write_text(json.dumps(out, indent=2))
+    if args.report:
+        lines = [f"# Ablation under simulated LLM faults ({out['date']})", "", f"Command: `{out['command']}`", "",
+                 f"Repair rate {args.repair_rate}; budget {args.time_budget} per run; tasks {', '.join(tasks)}; seeds {' '.join(map(str, args.seeds))}.", "",
+                 "| fault rate | policy | runs | valid submissions | nodes per run | failed per run | Debug per run | repaired per run | leaks chosen | normalised score |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+        for t in table:
+            lines.append(f"| {t['fault_rate']:g} | {t['policy']} | {t['runs']} | {t['valid_submissions']} | {t['nodes_per_run']:.1f} | {t['failed_per_run']:.1f} | "
+                         f"{t['debug_per_run']:.1f} | {t['repaired_per_run']:.1f} | {t['leaks_chosen']} | {t['normalised']:.3f} |")
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
