@@ -85,6 +85,16 @@ def prepare_house_prices(raw: Path, out: Path) -> Path:
     return task
 
 
+def prepare_task(task_id: str, shared: Path, data: Path) -> Path:
+    """The task folder of ``task_id`` under ``data``, prepared from ``shared/<task_id>/raw`` once:
+    an MLE-bench split, or the house-prices holdout (:func:`prepare_house_prices`)."""
+    if task_id == HOUSE:
+        return prepare_house_prices(shared / HOUSE / "raw", data / HOUSE)
+    if not (data / task_id / "config.yaml").is_file():
+        prepare_competition(task_id, shared / task_id / "raw", data)
+    return data / task_id
+
+
 def grade(task_id: str, submission: Path, data: Path) -> float | None:
     """Held-out score of a submission, or None when it is missing or invalid."""
     if not submission.is_file():
@@ -384,12 +394,7 @@ def main() -> int:
     results_path = args.work / "results.json"
     jobs = []
     for task_id in tasks:
-        if task_id == HOUSE:
-            task_dir = prepare_house_prices(args.shared / HOUSE / "raw", data / HOUSE)
-        else:
-            if not (data / task_id / "config.yaml").is_file():
-                prepare_competition(task_id, args.shared / task_id / "raw", data)
-            task_dir = data / task_id
+        task_dir = prepare_task(task_id, args.shared, data)
         for seed in args.seeds:
             for policy in policies:
                 jobs.append((task_id, task_dir, policy, seed, args.work / "runs" / f"{task_id}-{policy}-seed{seed}"))

@@ -38,10 +38,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ablation import HOUSE, MLEBENCH_TASKS, POLICIES, _metric_of, grade, normalised_rows, per_task_means, prepare_house_prices, run_status  # noqa: E402
+from ablation import HOUSE, MLEBENCH_TASKS, POLICIES, _metric_of, grade, normalised_rows, per_task_means, prepare_task, run_status  # noqa: E402
 
 from mcgs.metrics import get_metric  # noqa: E402
-from mcgs.mlebench import prepare_competition  # noqa: E402
 from mcgs.search import open_search  # noqa: E402
 from mcgs.settings import parse_duration  # noqa: E402
 
@@ -96,12 +95,7 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     jobs = []
     for task_id in tasks:
-        if task_id == HOUSE:
-            task_dir = prepare_house_prices(args.shared / HOUSE / "raw", data / HOUSE)
-        else:
-            if not (data / task_id / "config.yaml").is_file():
-                prepare_competition(task_id, args.shared / task_id / "raw", data)
-            task_dir = data / task_id
+        task_dir = prepare_task(task_id, args.shared, data)
         for rate in args.fault_rates:
             for seed in args.seeds:
                 for policy in policies:

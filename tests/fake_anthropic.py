@@ -54,6 +54,17 @@ def distinct_programs(code: str, plan: str, **fields: Any) -> Callable[..., dict
     return reply
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: Any) -> None:
+    """Answer ``handler``'s request with ``body`` as JSON, the status and the headers."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    for k, v in headers.items():
+        handler.send_header(k, v)
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 DEFAULT_USAGE = {"input_tokens": 1000, "output_tokens": 500, "cache_creation_input_tokens": 2000, "cache_read_input_tokens": 0}
 
 
@@ -127,13 +138,7 @@ class FakeAnthropic:
                         "stop_sequence": None,
                         "usage": usage,
                     }
-                data = json.dumps(out).encode()
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, headers, out)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -20,6 +20,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from fake_anthropic import send_json
+
 DEFAULT_USAGE = {"prompt_tokens": 3000, "completion_tokens": 500, "cached_tokens": 1000}
 
 
@@ -106,13 +108,7 @@ class FakeOpenAI:
                                   "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
                                   "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]}},
                     }
-                data = json.dumps(out).encode()
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, headers, out)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

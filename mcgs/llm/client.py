@@ -97,14 +97,15 @@ def _usage(model: str, msg: Any, latency: float) -> CallUsage:
     )
 
 
-def _request_id(exc: Any) -> str | None:
-    """The provider's request id of a failed call (its ``request-id`` header), when it answered."""
+def request_id_of(exc: Any, header: str = "request-id") -> str | None:
+    """The provider's request id of a failed call (the SDK's ``request_id``, else its ``header``
+    response header), when it answered."""
     rid = getattr(exc, "request_id", None)
     if rid:
         return str(rid)
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
-    return headers.get("request-id") if headers is not None else None
+    return headers.get(header) if headers is not None else None
 
 
 def _is_context_error(exc: Any) -> bool:
@@ -177,7 +178,7 @@ class AnthropicClient:
         t0 = time.monotonic()
 
         def failed(exc) -> CallUsage:  # not billed, but timed, with the id to quote to the provider
-            return CallUsage(model=model, latency_s=time.monotonic() - t0, request_id=_request_id(exc))
+            return CallUsage(model=model, latency_s=time.monotonic() - t0, request_id=request_id_of(exc))
 
         try:
             msg = self._client.messages.create(

@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ValidationError
 
-from mcgs.llm.client import CallUsage, LLMUnavailable, MalformedAnswer, PromptTooLong
+from mcgs.llm.client import CallUsage, LLMUnavailable, MalformedAnswer, PromptTooLong, request_id_of
 from mcgs.settings import LLMSettings
 
 __all__ = ["OpenAIClient", "is_local_url"]
@@ -80,15 +80,6 @@ def _usage(model: str, completion: Any, latency: float) -> CallUsage:
     cached = int(getattr(details, "cached_tokens", 0) or 0)
     return CallUsage(model=model, input_tokens=max(0, prompt - cached), output_tokens=int(getattr(u, "completion_tokens", 0) or 0),
                      cache_read_tokens=cached, latency_s=latency, request_id=getattr(completion, "_request_id", None) or getattr(completion, "id", None))
-
-
-def _request_id(exc: Any) -> str | None:
-    rid = getattr(exc, "request_id", None)
-    if rid:
-        return str(rid)
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    return headers.get("x-request-id") if headers is not None else None
 
 
 class OpenAIClient:
@@ -149,7 +140,7 @@ class OpenAIClient:
         schema = answer.model_json_schema()
 
         def failed(exc) -> CallUsage:
-            return CallUsage(model=model, latency_s=time.monotonic() - t0, request_id=_request_id(exc))
+            return CallUsage(model=model, latency_s=time.monotonic() - t0, request_id=request_id_of(exc, "x-request-id"))
 
         kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
         if tools:
