@@ -343,9 +343,8 @@ def run(
         help="Who writes programs: recipe (offline), anthropic (Claude; needs ANTHROPIC_API_KEY), openai (an OpenAI-compatible server: "
         "--base-url and --model; vLLM, Ollama, llama.cpp, or a hosted API with OPENAI_API_KEY) or auto (anthropic when its key is set).",
     ),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="With --coder openai (or anthropic): the API's base URL, e.g. http://localhost:11434/v1 for Ollama."),
-    llm_model: Optional[str] = typer.Option(None, "--model", help="With an LLM coder: the model that writes programs (the cascade's cheap and strong model both, "
-                                                                  "unless MCGS_LLM__STRONG_MODEL names a stronger one)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="With --coder openai (or anthropic): the API's base URL, e.g. http://localhost:11434/v1."),
+    llm_model: Optional[str] = typer.Option(None, "--model", help="With an LLM coder: the model that writes (cheap and strong both unless MCGS_LLM__STRONG_MODEL is set)."),
     max_cost_usd: Optional[float] = typer.Option(None, min=0, help="With an LLM coder: stop calling the API before this many US dollars are spent."),
     models: Optional[str] = typer.Option(
         None, help="Model families the recipe coder may use, comma-separated knowledge ids, e.g. model.lightgbm,model.logistic_regression (default: every one that applies)."
@@ -369,12 +368,7 @@ def run(
         given = {
             "time_budget_s": None if time_budget is None else _duration("--time-budget", time_budget),
             "per_run_timeout_s": None if per_run_timeout is None else _duration("--per-run-timeout", per_run_timeout),
-            "seed": seed,
-            "max_nodes": max_nodes,
-            "memory_mb": memory_mb,
-            "workers": workers,
-            "cpu_threads": cpu_threads,
-            "gpus": gpus,
+            "seed": seed, "max_nodes": max_nodes, "memory_mb": memory_mb, "workers": workers, "cpu_threads": cpu_threads, "gpus": gpus,
             "weights_dir": weights_dir,
             "policy": None if policy is None else _choice("--policy", policy, setting_choices("policy")),
             "plan_candidates": plans,

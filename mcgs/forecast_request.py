@@ -135,6 +135,35 @@ def _describe_seconds(s: float) -> str:
     return f"{s:g} s"
 
 
+def _targets(prompt: str, frame, time_col: str, series_file: str, out: "ParsedRequest", reading) -> list[str] | None:
+    """The series to forecast: named in the request, every one ("all series"), the model's
+    reading, or the only one; None with a problem when none of these says."""
+    import pandas as pd
+
+    from mcgs.request import RequestProblem, _mentioned_columns
+
+    numeric = [str(c) for c in frame.columns if c != time_col and pd.api.types.is_numeric_dtype(frame[c])]
+    if not numeric:
+        out.problems.append(RequestProblem("target", f"{series_file} has no numeric series besides {time_col!r}",
+                                           "put one numeric column per series in the history"))
+        return None
+    targets = _mentioned_columns(prompt, numeric)
+    if re.search(_ALL_SERIES, prompt.lower()):
+        targets, how = numeric, "the request asks for every series"
+    elif targets:
+        how = "named in the request"
+    elif reading is not None and reading.target and all(t in numeric for t in reading.target):
+        targets, how = list(reading.target), "read by the model"
+    elif len(numeric) == 1:
+        targets, how = numeric, "the history's only series"
+    else:
+        out.problems.append(RequestProblem("target", f"the request names none of the {len(numeric)} series of {series_file} "
+                                           f"({', '.join(numeric[:12])})", "name the series to forecast ('... of OT'), or say 'all series'"))
+        return None
+    out.notes.append(f"forecast: {', '.join(targets[:8])}{' ...' if len(targets) > 8 else ''} ({how}); time column {time_col!r}")
+    return targets
+
+
 def parse_forecast_request(prompt: str, data_dir: Path, series_file: str, out: "ParsedRequest", reading=None) -> dict[str, Any] | None:
     """Read a forecast request on ``data_dir/series_file`` (module docstring).
 
@@ -152,7 +181,7 @@ def parse_forecast_request(prompt: str, data_dir: Path, series_file: str, out: "
     """
     import pandas as pd
 
-    from mcgs.request import RequestProblem, _mentioned_columns, find_metrics
+    from mcgs.request import RequestProblem, find_metrics
 
     req, notes = out.request, out.notes
     req.task_kind = "forecast"
@@ -172,27 +201,10 @@ def parse_forecast_request(prompt: str, data_dir: Path, series_file: str, out: "
                                            "name the time column 'date' or say which it is: 'the time is in column T'"))
         return None
     req.time_column = time_col
-    numeric = [str(c) for c in frame.columns if c != time_col and pd.api.types.is_numeric_dtype(frame[c])]
-    if not numeric:
-        out.problems.append(RequestProblem("target", f"{series_file} has no numeric series besides {time_col!r}",
-                                           "put one numeric column per series in the history"))
-        return None
-    targets = _mentioned_columns(prompt, numeric)
-    if re.search(_ALL_SERIES, prompt.lower()):
-        targets, how = numeric, "the request asks for every series"
-    elif targets:
-        how = "named in the request"
-    elif reading is not None and reading.target and all(t in numeric for t in reading.target):
-        targets, how = list(reading.target), "read by the model"
-    elif len(numeric) == 1:
-        targets, how = numeric, "the history's only series"
-    else:
-        out.problems.append(RequestProblem("target", f"the request names none of the {len(numeric)} series of {series_file} "
-                                           f"({', '.join(numeric[:12])})",
-                                           "name the series to forecast ('... of OT'), or say 'all series'"))
+    targets = _targets(prompt, frame, time_col, series_file, out, reading)
+    if targets is None:
         return None
     req.target = targets
-    notes.append(f"forecast: {', '.join(targets[:8])}{' ...' if len(targets) > 8 else ''} ({how}); time column {time_col!r}")
 
     asked = find_horizon(prompt)
     if asked is None:

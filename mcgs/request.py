@@ -363,14 +363,7 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
         return out
     req.train_file, req.test_file = _find_file(data_dir, "train"), _find_file(data_dir, "test")
     if req.train_file is None and _asks_for_forecast(prompt):
-        from mcgs.forecast_request import find_series_file
-
-        series = find_series_file(data_dir)
-        if series is not None:
-            return _parse_forecast(prompt, data_dir, series, out, reader)
-        problems.append(RequestProblem("data", f"the request asks for a forecast but {data_dir} holds no one history to forecast "
-                                       "(series.csv, or a single CSV)", "put the history in series.csv: a time column, then one column per series"))
-        return out
+        return _parse_forecast(prompt, data_dir, out, reader)
     req.sample_submission_file = _find_file(data_dir, "sample_submission")
     image_ids = req.test_file is None and req.train_file is not None and _names_image_files(data_dir, req.sample_submission_file)
     for role, name in (("train_file", req.train_file), ("test_file", req.test_file)):
@@ -433,11 +426,16 @@ def _asks_for_forecast(prompt: str) -> bool:
     return bool(re.search(r"\bforecast", prompt, re.I)) or find_horizon(prompt) is not None
 
 
-def _parse_forecast(prompt: str, data_dir: Path, series: str, out: ParsedRequest, reader) -> ParsedRequest:
-    """A forecast request on the history ``series`` (:mod:`mcgs.forecast_request`), read by the
-    model too when there is one."""
-    from mcgs.forecast_request import parse_forecast_request
+def _parse_forecast(prompt: str, data_dir: Path, out: ParsedRequest, reader) -> ParsedRequest:
+    """A forecast request on the folder's history (:mod:`mcgs.forecast_request`), read by the
+    model too when there is one; a folder without one history is a problem."""
+    from mcgs.forecast_request import find_series_file, parse_forecast_request
 
+    series = find_series_file(data_dir)
+    if series is None:
+        out.problems.append(RequestProblem("data", f"the request asks for a forecast but {data_dir} holds no one history to forecast "
+                                           "(series.csv, or a single CSV)", "put the history in series.csv: a time column, then one column per series"))
+        return out
     description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
     out.description = description or prompt
     reading = None

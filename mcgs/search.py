@@ -236,10 +236,8 @@ class Search:
             usage: The call's :class:`mcgs.llm.client.CallUsage` (model, tokens, latency).
         """
         from mcgs.coders.anthropic import ledger_row
-        from mcgs.llm import unknown_models_free
 
-        free = unknown_models_free(self.settings.coder, self.settings.llm)
-        self.storage.add_llm_call(self.run_id, ledger_row(self.settings.llm, operator, kind, usage.model, usage, free_unknown=free))
+        self.storage.add_llm_call(self.run_id, ledger_row(self.settings.llm, operator, kind, usage.model, usage, provider=self.settings.coder))
 
     def sandbox_limits(self, timeout_s: float, threads: int | None = None) -> SandboxLimits:
         """The limits every run of this run's node code gets (search, ensembles, export's

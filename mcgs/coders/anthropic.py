@@ -220,8 +220,7 @@ class AnthropicCoder:
     def _record(self, req: CoderRequest, kind: str, model: str, usage, outcome: str, error: str | None = None) -> None:
         if self._storage is None:
             return
-        call = ledger_row(self.llm, req.operator.value, kind, model, usage, node_seq=req.node_seq, outcome=outcome, error=error,
-                          free_unknown=self._free_unknown)
+        call = ledger_row(self.llm, req.operator.value, kind, model, usage, node_seq=req.node_seq, outcome=outcome, error=error, provider=self.name)
         self._ledger_ids.append(self._storage.add_llm_call(self._run_id, call))
 
     def spent_usd(self) -> float:
@@ -482,11 +481,15 @@ class AnthropicCoder:
 
 
 def ledger_row(llm, operator: str, kind: str, model: str, usage, *, node_seq: int | None = None, outcome: str = "ok", error: str | None = None,
-               free_unknown: bool = False):
+               provider: str = "anthropic"):
     """The cost-ledger row (:class:`mcgs.storage.LLMCall`) of one call: its billed tokens from
     ``usage`` (a :class:`mcgs.llm.CallUsage`, or None when nothing was billed) priced by
-    ``llm.prices`` (US dollars; ``free_unknown``: see :meth:`mcgs.settings.LLMSettings.price`)."""
+    ``llm.prices`` (US dollars; a model the prices lack is free on the ``provider``'s local
+    server: :func:`mcgs.llm.unknown_models_free`)."""
+    from mcgs.llm import unknown_models_free
     from mcgs.storage import LLMCall
+
+    free_unknown = unknown_models_free(provider, llm)
 
     call = LLMCall(operator=operator, model=model, kind=kind, node_seq=node_seq, outcome=outcome, error=error)
     if usage is None:
