@@ -536,6 +536,17 @@ def _default_coder(settings: SearchSettings) -> Coder:
     return recipe
 
 
+def _with_tracking(callbacks, settings: SearchSettings) -> list:
+    """``callbacks``, plus the MLflow callback when the settings name a tracking URI
+    (``mlflow_tracking_uri``: the run keeps logging when it is resumed)."""
+    callbacks = [callbacks] if callable(callbacks) else list(callbacks)
+    if settings.mlflow_tracking_uri:
+        from mcgs.integrations import MLflowCallback
+
+        callbacks.append(MLflowCallback(settings.mlflow_tracking_uri, experiment=settings.mlflow_experiment))
+    return callbacks
+
+
 def create_search(
     task: str | Path | TaskSpec,
     run_dir: str | Path,
@@ -604,7 +615,7 @@ def create_search(
             package_versions=_package_versions(),
             isolation=settings.isolation,
         )
-        return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks)
+        return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), _with_tracking(callbacks, settings))
     except BaseException:  # a storage that does not open, bad callbacks: the folder is left as it was
         if store is not None:
             store.close()
@@ -675,4 +686,4 @@ def open_search(
         from mcgs.coders.recipe import RecipeCoder
 
         coder = coder or RecipeCoder(seed=settings.seed)
-    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), callbacks, read_only=read_only)
+    return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), _with_tracking(callbacks, settings), read_only=read_only)

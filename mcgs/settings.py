@@ -326,6 +326,9 @@ class SearchSettings(BaseSettings):
             (anthropic when its key is set, else recipe), or ``simulated`` (the recipe coder
             with LLM-like faults, for measuring the agent loop offline:
             :mod:`mcgs.coders.simulated`). A run stores the coder it resolved to.
+        mlflow_tracking_uri: Log every finished node to MLflow there (a tracking server, or
+            ``sqlite:///mlflow.db``): :class:`mcgs.integrations.MLflowCallback`, with the
+            experiment ``mlflow_experiment``; None = no tracking (``MCGS_MLFLOW_TRACKING_URI``).
         simulated_fault_rate, simulated_repair_rate, simulated_review_rate: The simulated
             coder's probabilities that a program carries a fault, that Debug repairs one, and
             that its Code Review catches one.
@@ -425,6 +428,8 @@ class SearchSettings(BaseSettings):
     seed: int = 0
     keep_workspaces: bool = False
     coder: Literal["auto", "recipe", "anthropic", "openai", "simulated"] = "auto"
+    mlflow_tracking_uri: str | None = None
+    mlflow_experiment: str = "mcgs"
     simulated_fault_rate: float = Field(0.2, ge=0, le=1)
     simulated_repair_rate: float = Field(0.7, ge=0, le=1)
     simulated_review_rate: float = Field(0.0, ge=0, le=1)
