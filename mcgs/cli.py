@@ -678,6 +678,33 @@ def report(
 
 
 @app.command()
+def dashboard(
+    run_dir: Path = typer.Argument(..., help="Run directory (running, finished, stopped, or an archived read-only copy)."),
+    port: int = typer.Option(8080, help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on; any other than this machine needs --token."),
+    token: Optional[str] = typer.Option(None, help="A secret every visitor must give once (?token=...); generated when --host is not local."),
+    run: Optional[str] = typer.Option(None, help="The run's name, when its storage holds several."),
+    storage: Optional[str] = typer.Option(None, help="Storage URL, when it is not the run folder's own (a PostgreSQL run shared by workers)."),
+) -> None:
+    """Watch a run in a browser, live: its state, budget and spend, the search graph (click a node
+    for its plan, program, diff to its parent, logs, knowledge and LLM calls), scores over time
+    and the chosen ensemble. It only reads the run's storage and changes nothing."""
+    import secrets
+
+    with _user_errors():
+        from mcgs.dashboard import create_app, is_loopback
+
+        if not is_loopback(host) and not token:
+            token = secrets.token_urlsafe(16)
+        create_app(run_dir, run=run, storage=storage, token=token)  # a missing run is said here, before listening
+    shown = "localhost" if is_loopback(host) else host
+    out.print(f"dashboard of {run_dir} at http://{shown}:{port}/" + (f"?token={token}" if token else "") + "   (Ctrl-C stops it)")
+    import uvicorn
+
+    uvicorn.run(create_app(run_dir, run=run, storage=storage, token=token), host=host, port=port, log_level="warning")
+
+
+@app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory."),
     out_dir: Path = typer.Option(..., "--out", help="Folder to write: new, empty, or an earlier export (which is replaced)."),
