@@ -207,7 +207,7 @@ def create_app(source: str | Path, *, run: str | None = None, storage: str | Non
     class TokenCheck(BaseHTTPMiddleware):
         async def dispatch(self, request, call_next):
             given = request.query_params.get("token") or request.cookies.get("mcgs_token") or ""
-            if not hmac.compare_digest(given, token):
+            if not hmac.compare_digest(given.encode(), token.encode()):
                 return PlainTextResponse("forbidden: open the dashboard's URL with its ?token=...", status_code=403)
             response = await call_next(request)
             response.set_cookie("mcgs_token", token, httponly=True, samesite="strict")

@@ -74,6 +74,7 @@ def test_the_api_answers_from_storage_and_a_token_guards_it(small_run):
     assert sorted(p.stat().st_mtime_ns for p in small_run.rglob("*") if p.is_file()) == before  # it changed nothing
     guarded = TestClient(create_app(small_run, token="s3cret"))
     assert guarded.get("/api/state").status_code == 403 and guarded.get("/", params={"token": "wrong"}).status_code == 403
+    assert guarded.get("/", params={"token": "wröng"}).status_code == 403
     assert guarded.get("/", params={"token": "s3cret"}).status_code == 200
     assert guarded.get("/api/state").status_code == 200  # the cookie the first answer set
 
