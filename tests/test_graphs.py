@@ -19,17 +19,16 @@ from mcgs.task import TaskError, load_task
 
 
 def graph_task(folder: Path, n: int = 300, classes: int = 3, n_feat: int = 20, seed: int = 0, per_class: int = 10,
-               n_val: int = 60, n_test: int = 100, density: float = 1.0) -> tuple[Path, pd.DataFrame]:
+               n_val: int = 60, n_test: int = 100) -> tuple[Path, pd.DataFrame]:
     """A stochastic block model: nodes of one class link with probability 0.05, of two classes
     0.005 (label homophily about 0.85); weakly informative 0/1 features. Planetoid-like split:
     ``per_class`` training nodes per class (fold -1), ``n_val`` validated (fold 0), ``n_test``
-    test nodes, the rest in nodes.csv; ``density`` scales how often a feature is 1 (a bag of words:
-    0.1). Returns the task folder and the test answers."""
+    test nodes, the rest in nodes.csv. Returns the task folder and the test answers."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     y = rng.integers(0, classes, n)
     centers = rng.normal(0, 1, (classes, n_feat))
-    X = (rng.random((n, n_feat)) < density / (1 + np.exp(-0.6 * centers[y]))).astype(int)
+    X = (rng.random((n, n_feat)) < 1 / (1 + np.exp(-0.6 * centers[y]))).astype(int)
     same = y[:, None] == y[None, :]
     link = np.triu(rng.random((n, n)) < np.where(same, 0.05, 0.005), k=1)
     src, dst = np.nonzero(link)
@@ -167,16 +166,6 @@ def test_graph_networks_train_on_the_whole_graph(tmp_path, model):
     ev, out, ids = _run(spec, model, tmp_path / "w", params={"epochs": 100})
     assert "100 of 100 epochs" in out and model in ids
     assert ev.score > 0.8 and _accuracy(spec, ev.test_pred, answers) > 0.75  # chance 0.33, the features alone about 0.58
-
-
-def test_sparse_bag_of_words_features_train_through_a_sparse_first_layer(tmp_path):
-    pytest.importorskip("torch")
-    folder, answers = graph_task(tmp_path / "t", n_feat=300, density=0.1)
-    spec = load_task(folder)
-    for model in ("model.gcn", "model.appnp"):
-        ev, out, _ = _run(spec, model, tmp_path / model, params={"epochs": 100})
-        assert "300 node features (sparse)" in out and "100 of 100 epochs" in out
-        assert ev.score > 0.75 and _accuracy(spec, ev.test_pred, answers) > 0.75, model  # the graph carries the labels
 
 
 def test_a_graph_network_short_of_time_drops_seeds_rather_than_epochs(tmp_path):
