@@ -4,14 +4,13 @@ a node, and through its JSON routes (token, unchanged state)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import threading
 import time
 
 import pytest
 
+from browser import browser, require_browser
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
 from mcgs.search import create_search, open_search
@@ -79,25 +78,9 @@ def test_the_api_answers_from_storage_and_a_token_guards_it(small_run):
     assert guarded.get("/api/state").status_code == 200  # the cookie the first answer set
 
 
-def _browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        opts.add_argument(arg)
-    return webdriver.Chrome(options=opts, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
-
-
 @pytest.mark.slow
 def test_the_page_shows_a_new_node_without_a_reload_and_a_click_shows_its_code_and_diff(small_run):
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail("CI=true but chromium / chromedriver are missing (.ci/run installs them)")
-        pytest.skip("Debian's chromium and chromium-driver are not installed")
-    pytest.importorskip("selenium")
+    require_browser()
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -105,7 +88,7 @@ def test_the_page_shows_a_new_node_without_a_reload_and_a_click_shows_its_code_a
 
     rows = "#node-table tbody tr.node-row"
     with _Server(create_app(small_run)) as url:
-        driver = _browser()
+        driver = browser()
         try:
             driver.get(url)
             WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 2)

@@ -4,14 +4,13 @@ node of the graph shows its program."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from mcgs.cli import app
+from browser import browser, require_browser
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
 from mcgs.search import create_search, open_search
@@ -44,25 +43,9 @@ def test_the_report_is_one_self_contained_file_drawn_from_storage(finished_run, 
     assert "Diff to its parent" in text and f"node {improve.seq}" in text
 
 
-def _browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        opts.add_argument(arg)
-    return webdriver.Chrome(options=opts, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
-
-
 @pytest.mark.slow
 def test_the_report_renders_in_a_browser_and_a_click_on_a_node_shows_its_code(finished_run, tmp_path):
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail("CI=true but chromium / chromedriver are missing (.ci/run installs them)")
-        pytest.skip("Debian's chromium and chromium-driver are not installed")
-    pytest.importorskip("selenium")
+    require_browser()
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -72,7 +55,7 @@ def test_the_report_renders_in_a_browser_and_a_click_on_a_node_shows_its_code(fi
     search = open_search(finished_run)
     path = write_report(search, tmp_path / "report.html")
     valid = next(n for n in search.nodes() if n.is_valid and n.operator.value == "draft")
-    driver = _browser()
+    driver = browser()
     try:
         driver.get(path.as_uri())
         wait = WebDriverWait(driver, 30)
@@ -139,16 +122,12 @@ def test_a_large_run_embeds_programs_only_for_the_nodes_a_reader_looks_at(finish
     by_seq = {n.seq: n for n in nodes}
     assert all(details[str(s)]["code"] == by_seq[s].code for s in keep)
     # in a browser, a brief node's row opens a panel with its facts and a link to its program
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail("CI=true but chromium / chromedriver are missing (.ci/run installs them)")
-        pytest.skip("Debian's chromium and chromium-driver are not installed")
-    pytest.importorskip("selenium")
+    require_browser()
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     node = by_seq[min(brief)]
-    driver = _browser()
+    driver = browser()
     try:
         driver.get(path.as_uri())
         driver.find_element(By.CSS_SELECTOR, f'#node-table tr[data-seq="{node.seq}"]').click()
