@@ -43,7 +43,8 @@ def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     db = run / "mcgs.db"
     with FakeAnthropic(replies, default=lr) as fake:
         env = {**os.environ, "ANTHROPIC_API_KEY": "test-key-not-real", "MCGS_LLM__BASE_URL": fake.base_url, "MCGS_ENSEMBLE": "false",
-               "MCGS_LEASE_S": "3"}  # a heartbeat every second
+               "MCGS_LEASE_S": "3",  # a heartbeat every second
+               "MCGS_LLM__MODEL_REVIEW": "false"}  # the replies are programs in order; the Code Review's calls have their own tests
         cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--coder", "anthropic", "--plans", "0",
                "--max-nodes", "4", "--time-budget", "5m", "--policy", "greedy"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
