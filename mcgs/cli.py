@@ -696,12 +696,12 @@ def dashboard(
 
         if not is_loopback(host) and not token:
             token = secrets.token_urlsafe(16)
-        create_app(run_dir, run=run, storage=storage, token=token)  # a missing run is said here, before listening
+        app_ = create_app(run_dir, run=run, storage=storage, token=token)  # a missing run is said here, before listening
     shown = "localhost" if is_loopback(host) else host
     out.print(f"dashboard of {run_dir} at http://{shown}:{port}/" + (f"?token={token}" if token else "") + "   (Ctrl-C stops it)")
     import uvicorn
 
-    uvicorn.run(create_app(run_dir, run=run, storage=storage, token=token), host=host, port=port, log_level="warning")
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
 @app.command()

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["create_app", "serve", "Dashboard", "POLL_S", "is_loopback"]
+__all__ = ["create_app", "Dashboard", "POLL_S", "is_loopback"]
 
 #: How often the page asks whether the run changed, seconds.
 POLL_S = 2.0
@@ -216,16 +216,3 @@ def create_app(source: str | Path, *, run: str | None = None, storage: str | Non
     routes = [Route("/", index), Route("/api/state", state), Route("/api/node/{seq:int}", node)]
     return Starlette(routes=routes, middleware=[Middleware(TokenCheck)] if token else [])
 
-
-def serve(source: str | Path, *, run: str | None = None, storage: str | None = None, host: str = "127.0.0.1", port: int = 8080,
-          token: str | None = None) -> None:
-    """Serve the dashboard until interrupted (uvicorn).
-
-    Raises:
-        ValueError: a host other than this machine without a token.
-    """
-    import uvicorn
-
-    if not is_loopback(host) and not token:
-        raise ValueError(f"--host {host} opens the dashboard to the network: give --token (any secret) so only its holders see the run")
-    uvicorn.run(create_app(source, run=run, storage=storage, token=token), host=host, port=port, log_level="warning")

@@ -295,24 +295,8 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 SPEC = json.loads((HERE / "forecast.json").read_text())
-TIME_FLAG = 1 << 30  # set in a member's look-back request when it wants the forecast's time
-
-
-def _read(fd, n):
-    chunks, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def _write(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+sys.path.insert(0, str(HERE / "input"))
+from mcgs_forecast import TIME_FLAG, _read, _write  # noqa: E402  the window protocol, the side the run's programs use
 
 
 def _member_forecast(folder, scaled, when):

@@ -372,7 +372,7 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
             problems.append(RequestProblem(role, f"no {stem}.csv or {stem}.json in {data_dir}", f"put the {stem} table in {data_dir} as {stem}.csv"))
     if problems:
         return out
-    description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
+    description = _description(data_dir)
     out.description = description or prompt
     try:
         train_cols = _header(data_dir / req.train_file)
@@ -418,6 +418,11 @@ def parse_request(prompt: str, data_dir: str | Path, *, reader: RequestReader | 
     return out
 
 
+def _description(data_dir: Path) -> str:
+    """The task description in the data folder (:data:`DESCRIPTION_FILES`, the first found), or ''."""
+    return next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
+
+
 def _asks_for_forecast(prompt: str) -> bool:
     """Whether the request asks for a forecast many steps ahead ("forecast ...", "the next 96
     hours", "14 days ahead")."""
@@ -436,7 +441,7 @@ def _parse_forecast(prompt: str, data_dir: Path, out: ParsedRequest, reader) -> 
         out.problems.append(RequestProblem("data", f"the request asks for a forecast but {data_dir} holds no one history to forecast "
                                            "(series.csv, or a single CSV)", "put the history in series.csv: a time column, then one column per series"))
         return out
-    description = next(((data_dir / n).read_text(errors="replace") for n in DESCRIPTION_FILES if (data_dir / n).is_file()), "")
+    description = _description(data_dir)
     out.description = description or prompt
     reading = None
     if reader is not None:

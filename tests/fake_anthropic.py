@@ -54,6 +54,13 @@ def distinct_programs(code: str, plan: str, **fields: Any) -> Callable[..., dict
     return reply
 
 
+def next_reply(fake, body: dict, spent: dict[str, Any]) -> dict[str, Any]:
+    """A fake server's next reply to ``body``: its script's next one, else its ``default``, else
+    ``spent``; a callable reply is called with the request."""
+    reply = fake.script.pop(0) if fake.script else fake.default if fake.default is not None else spent
+    return reply(body) if callable(reply) else reply
+
+
 def send_json(handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: Any) -> None:
     """Answer ``handler``'s request with ``body`` as JSON, the status and the headers."""
     data = json.dumps(body).encode()
@@ -100,14 +107,8 @@ class FakeAnthropic:
                     n = fake._n
                     if self.path.rstrip("/") != "/v1/messages":
                         reply = error_reply(404, f"no route {self.path}")
-                    elif fake.script:
-                        reply = fake.script.pop(0)
-                    elif fake.default is not None:
-                        reply = fake.default
                     else:
-                        reply = error_reply(500, "the fake's script is spent")
-                    if callable(reply):
-                        reply = reply(body)
+                        reply = next_reply(fake, body, error_reply(500, "the fake's script is spent"))
                     if reply["kind"] != "error":
                         fake.billed.append({**DEFAULT_USAGE, **reply["usage"]})
                 self._answer(body, reply, n)

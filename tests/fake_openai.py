@@ -20,7 +20,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from fake_anthropic import send_json
+from fake_anthropic import next_reply, send_json
 
 DEFAULT_USAGE = {"prompt_tokens": 3000, "completion_tokens": 500, "cached_tokens": 1000}
 
@@ -69,14 +69,8 @@ class FakeOpenAI:
                         reply = error_reply(400, "tools are not supported by this server", code="invalid_request_error")
                     elif "tools" in body and fake.tools == "ignore":
                         reply = text_reply("Here is my plan: a gradient-boosting model.")
-                    elif fake.script:
-                        reply = fake.script.pop(0)
-                    elif fake.default is not None:
-                        reply = fake.default
                     else:
-                        reply = error_reply(500, "the fake's script is spent")
-                    if callable(reply):
-                        reply = reply(body)
+                        reply = next_reply(fake, body, error_reply(500, "the fake's script is spent"))
                     if reply["kind"] != "error":
                         fake.billed.append({**DEFAULT_USAGE, **reply["usage"]})
                 self._answer(body, reply, n)

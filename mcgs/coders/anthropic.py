@@ -395,7 +395,7 @@ class AnthropicCoder:
             return {"verdict": "unavailable", "problems": [], "model": model, "error": str(exc)}
         system = self.system_prompt(req)
         note = None
-        for attempt in range(1 + self.llm.max_reasks):
+        for _ in range(1 + self.llm.max_reasks):
             user = prompt_environment().get_template("code_review.j2").render(code=code, timeout_s=req.per_run_timeout_s, note=note)
             if not self._affordable(model, system, user):
                 return {"verdict": "unavailable", "problems": [], "model": model, "error": "the LLM budget cannot cover the review"}
@@ -423,16 +423,15 @@ class AnthropicCoder:
         return {"verdict": "unavailable", "problems": [], "model": model, "error": f"no valid review after {1 + self.llm.max_reasks} attempt(s): {note}"}
 
     def _side_call(self, client, req: CoderRequest, kind: str, model: str, system: str, user: str, answer, description: str, max_tokens: int):
-        """One call that is not the node's program (a review, an expert plan): skipped when
+        """One call that is not the node's program (an expert plan, tool ``plan``): skipped when
         the budget cannot cover it, recorded in the ledger; the validated answer or None."""
         from mcgs.llm import LLMError
 
         if not self._affordable(model, system, user):
             return None
-        tool = {"expert": "plan"}[kind]
         try:
             ans, usage = client.ask(
-                model=model, system=system, user=user, answer=answer, tool_name=tool,
+                model=model, system=system, user=user, answer=answer, tool_name="plan",
                 tool_description=description, max_tokens=min(max_tokens, self.llm.max_tokens),
             )
         except LLMError as exc:
@@ -524,5 +523,7 @@ def _known_ids(ids: list[str]) -> tuple[str, ...]:
 
 def is_llm_node(n: FrozenNode) -> bool:
     """True when a model (not the recipe coder) wrote the node."""
-    return n.config.get("coder") in ("anthropic", "openai")
+    from mcgs.llm import PROVIDERS
+
+    return n.config.get("coder") in PROVIDERS
 
