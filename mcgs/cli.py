@@ -308,6 +308,11 @@ def _summary(search):
     return best
 
 
+EXECUTOR_HELP = ("Where candidates run: local (this machine's sandbox) or ray (each candidate a Ray task on a Ray cluster, "
+                 "in the same sandbox there; needs pip install 'mcgs[ray]').")
+RAY_ADDRESS_HELP = "With --executor ray: the cluster's address (auto, HOST:6379, ray://HOST:10001); default: start Ray on this machine."
+
+
 @app.command()
 def run(
     task: Optional[Path] = typer.Argument(None, help="Task folder (task.yaml + CSVs) or an MLE-bench competition folder."),
@@ -355,6 +360,8 @@ def run(
     storage: Optional[str] = typer.Option(
         None, help="Storage URL shared with `mcgs worker` processes, e.g. postgresql+psycopg://host/db (default: sqlite in RUN_DIR)."
     ),
+    executor: Optional[str] = typer.Option(None, show_default=setting_default("executor"), help=EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log engine decisions."),
 ) -> None:
     """Search for a solution to TASK (or to a --prompt request on --data) and write
@@ -374,6 +381,8 @@ def run(
             "plan_candidates": plans,
             "coder": None if coder is None else _choice("--coder", coder, setting_choices("coder")),
             "recipe_models": None if models is None else [m.strip() for m in models.split(",") if m.strip()],
+            "executor": None if executor is None else _choice("--executor", executor, setting_choices("executor")),
+            "ray_address": ray_address,
         }
         # an option given wins; the others come from MCGS_* variables, the settings file or the default
         settings = SearchSettings(**{k: v for k, v in given.items() if v is not None})
@@ -495,6 +504,8 @@ def resume(
     time_budget: Optional[str] = typer.Option(None, help="New total budget (default: the run's own)."),
     max_nodes: Optional[int] = typer.Option(None, min=1, help="New total node budget (default: the run's own; the final ensemble comes on top)."),
     storage: Optional[str] = typer.Option(None, help="Storage URL, when the run's storage needs a password (see RUN_DIR/storage.json)."),
+    executor: Optional[str] = typer.Option(None, help=EXECUTOR_HELP + " Default: the run's own."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Continue a stopped run from its storage."""
@@ -520,8 +531,10 @@ def resume(
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
             )
-        if max_nodes is not None:  # stored with the run when it starts
-            search.settings = search.settings.model_copy(update={"max_nodes": max_nodes})
+        changes = {k: v for k, v in (("max_nodes", max_nodes), ("ray_address", ray_address),
+                                     ("executor", executor and _choice("--executor", executor, setting_choices("executor")))) if v is not None}
+        if changes:  # stored with the run when it starts
+            search.settings = search.settings.model_copy(update=changes)
         spent = search.budget_exhausted() if search.run_record.status is RunStatus.FINISHED else None
         if spent is StopReason.NODES:
             raise _UserError(

@@ -32,12 +32,12 @@ from mcgs.contract import prepare_workspace
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator, RunStatus
 from mcgs.run_folder import RunError
 from mcgs.cost_model import candidate_limit
-from mcgs.sandbox import Outcome, run_program
+from mcgs.sandbox import Outcome
 from mcgs.settings import SearchSettings
 from mcgs.verdicts import judge, record_verdict
 
-__all__ = ["begin", "announce", "next_candidate", "search_serially", "search_in_parallel", "work", "execute", "prepare_node_workspace", "heartbeat", "requeue_lost",
-           "retry_interrupted", "oversubscription"]
+__all__ = ["begin", "announce", "next_candidate", "search_serially", "search_in_parallel", "work", "execute", "executor_of", "close_executor",
+           "prepare_node_workspace", "heartbeat", "requeue_lost", "retry_interrupted", "oversubscription"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ def begin(search, time_budget=None, workers=None, max_nodes=None):
     running.
 
     Returns:
-        The engine lock (:mod:`mcgs.engine_lock`), to close when the sitting ends.
+        The sitting: its ``close()`` gives back the run's executor (:func:`close_executor`) and
+        the engine lock (:mod:`mcgs.engine_lock`).
 
     Raises:
         RunError: another live process is searching this run; nothing was changed.
@@ -71,6 +72,8 @@ def begin(search, time_budget=None, workers=None, max_nodes=None):
         # stored every time: a budget given to load_search (mcgs resume --time-budget) too
         search.storage.update_run(search.run_id, settings_json=json.dumps(search.settings.model_dump(mode="json"), default=str))
         announce(search)
+        if search.settings.executor != "local":  # connected here, in the caller's thread, before anything changes
+            executor_of(search)
         orphans = kill_candidates(search.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
         if orphans:
             logger.warning("killed %d candidate process(es) left running by a previous engine", orphans)
@@ -80,13 +83,27 @@ def begin(search, time_budget=None, workers=None, max_nodes=None):
             search.say(f"{len(again)} node(s) interrupted earlier are queued again (the same program, no new coder call)")
         search.storage.update_run(search.run_id, status=RunStatus.RUNNING)
     except BaseException:
-        lock.close()
+        _Sitting(search, lock).close()
         raise
     logger.info("run %s: budget %.0f s, %.0f s already spent", search.run_record.name, search.clock.budget_s, search.clock.elapsed_before)
     if search.clock.remaining < MIN_CANDIDATE_S:
         search.say(f"the time budget of {search.clock.budget_s:.0f} s is spent ({search.clock.elapsed_before:.0f} s used): no new candidate; "
                    f"give a larger total budget to search on (mcgs resume RUN_DIR --time-budget, or run(time_budget=...))")
-    return lock
+    return _Sitting(search, lock)
+
+
+class _Sitting:
+    """A sitting of the engine, as :func:`begin` opened it; ``close()`` ends it."""
+
+    def __init__(self, search, lock):
+        self.search, self.lock = search, lock
+
+    def close(self) -> None:
+        """Give back the run's executor, then the engine lock."""
+        try:
+            close_executor(self.search)
+        finally:
+            self.lock.close()
 
 
 def announce(search) -> None:
@@ -203,9 +220,45 @@ def prepare_node_workspace(search, node: FrozenNode) -> tuple[Path, str | None]:
     return ws, problem
 
 
+def executor_of(search):
+    """The run's executor (:mod:`mcgs.executors`), opened on first use: the ``executor``
+    setting's (``local``: this machine's sandbox; ``ray``: a Ray cluster). Closed by
+    :func:`close_executor` when the sitting ends.
+
+    Raises:
+        RunError: the executor cannot start (Ray missing, no cluster at the address); the
+            message says how to fix it.
+    """
+    from mcgs.executors import ExecutorError, make_executor
+
+    with _executor_lock:
+        if search.executor is None:
+            try:
+                search.executor = make_executor(search.settings, search.gpu_pool, gpu_tasks=search.task.media is not None, say=search.say)
+            except ExecutorError as exc:
+                raise RunError(str(exc)) from None
+        return search.executor
+
+
+_executor_lock = threading.Lock()
+
+
+def close_executor(search) -> None:
+    """Give back what the run's executor holds (a Ray connection); a later candidate opens it again."""
+    with _executor_lock:
+        executor, search.executor = search.executor, None
+    if executor is not None:
+        executor.close()
+
+
 def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
-    """Run a stored node's program in its workspace in the run's sandbox, then let the search
-    score and store the verdict (:meth:`mcgs.search.Search.tell`).
+    """Run a stored node's program in its workspace through the run's executor (this
+    machine's sandbox, or a Ray cluster: :func:`executor_of`), then let the search score and
+    store the verdict (:meth:`mcgs.search.Search.tell`).
+
+    A candidate whose machine or worker process was lost (:class:`mcgs.executors.CandidateLost`)
+    is queued again and run again, as a node whose worker's lease lapsed, until it was claimed
+    ``max_attempts`` times; then it is stored interrupted.
 
     Args:
         search: The search.
@@ -220,21 +273,25 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
         KeyboardInterrupt: the search is being stopped; the program was killed and no verdict
             stored (the caller marks the node interrupted).
     """
-    ws, problem = prepare_node_workspace(search, node)
-    if problem is not None:
-        return record_verdict(search, node, NodeState.INVALID_OUTPUT, None, problem, None)
-    timeout = max(1.0, timeout)
-    # the node's own limit: the cost model's (mcgs.cost_model.candidate_limit) or the fixed one
-    own, predicted = candidate_limit(search, node, max(timeout, search.settings.node_limit_s))
-    # a limit below the node's own is the end of the run's budget: a program still running
-    # then is cancelled (no verdict), not timed out
-    cut = timeout if timeout < own - 1e-6 else None
-    gpu = search.gpu_pool.acquire(node.id)  # a GPU of its own while one is free, else the CPU
-    try:
-        limits = dataclasses.replace(search.sandbox_limits(own), gpus=(gpu.index,) if gpu else ())
-        result = run_program(ws, "solution.py", limits, extra_env={"MCGS_SEED": str(seed)}, cancel=search.stop_event, cancel_after_s=cut)
-    finally:
-        search.gpu_pool.release(node.id)
+    from mcgs.executors import CandidateLost
+
+    t0 = time.monotonic()
+    while True:
+        ws, problem = prepare_node_workspace(search, node)
+        if problem is not None:
+            return record_verdict(search, node, NodeState.INVALID_OUTPUT, None, problem, None)
+        try:
+            result, predicted = _run_job(search, node, ws, max(1.0, timeout - (time.monotonic() - t0)), seed)
+            break
+        except CandidateLost as exc:
+            if search.stop_requested:
+                raise KeyboardInterrupt("stop requested") from None
+            search.say(f"node {node.seq}: {exc}")
+            again = search.storage.requeue_node(node.id, search.owner, search.settings.max_attempts, str(exc))
+            claimed = search.storage.claim_node(search.run_id, search.owner, search.settings.lease_s, node_id=node.id) if again else None
+            if claimed is None:  # claimed max_attempts times: stored interrupted
+                return search.storage.get_node(node.id)
+            node = claimed
     if search.stop_requested:  # stopped by the user: no verdict on the program
         raise KeyboardInterrupt("stop requested")
     if result.outcome is Outcome.TIMEOUT and predicted is not None:
@@ -242,6 +299,32 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
                                                    f"the cost model predicted for it; the run's limit of one candidate is "
                                                    f"{search.settings.node_limit_s:.0f} s)")
     return judge(search, node, result)
+
+
+def _run_job(search, node: FrozenNode, ws: Path, timeout: float, seed: int):
+    """Hand a prepared node to the run's executor.
+
+    Returns:
+        ``(result, predicted)``: how the program ended, and the cost model's prediction of its
+        run time (seconds) when it set the node's limit, else None.
+
+    Raises:
+        CandidateLost: the executor lost the machine or process running it.
+    """
+    from mcgs.executors import Job
+
+    executor = executor_of(search)
+    # the node's own limit: the cost model's (mcgs.cost_model.candidate_limit) or the fixed one
+    own, predicted = candidate_limit(search, node, max(timeout, search.settings.node_limit_s))
+    # a limit below the node's own is the end of the run's budget: a program still running
+    # then is cancelled (no verdict), not timed out
+    cut = timeout if timeout < own - 1e-6 else None
+    # a candidate elsewhere gets its share of the threads; this machine's free cores do not bound it
+    threads = None if executor.name == "local" else max(1, search.settings.cpu_threads // search.settings.workers)
+    job = Job(node_id=node.id, workspace=ws, input_dir=search.fidelity.input_dir(node.fidelity).resolve(),
+              limits=search.sandbox_limits(own, threads=threads), env={"MCGS_SEED": str(seed)}, cancel_after_s=cut,
+              max_output_bytes=search.max_output_bytes)
+    return executor.run(job, search.stop_event), predicted
 
 
 def search_serially(search) -> None:
@@ -384,5 +467,7 @@ def work(search, drain: bool = False) -> int:
     except BaseException:
         search.storage.interrupt_unfinished(search.run_id, owner=search.owner)
         raise
+    finally:
+        close_executor(search)
     return done
 

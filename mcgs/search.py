@@ -148,6 +148,7 @@ class Search:
         self.disk = DiskGuard(run_dir, storage, run.id, self.budget.clock, self._stop, lambda msg: self.say(msg), lambda: self.settings,
                               read_only=read_only)
         self._isolation: str | None = None
+        self.executor = None  # where candidates run (mcgs.executors), opened by mcgs.execution.executor_of
         # the GPUs and which running candidate holds which; a --gpus index the machine lacks fails here
         self.gpu_pool = gpu_pool_for(settings.gpus if not read_only else "none", settings.candidates_per_gpu)
         if read_only:  # resolved when node code first runs (export's measurements)
@@ -172,9 +173,7 @@ class Search:
     def stop_message(self) -> str | None:
         """Why the search stopped starting candidates, in words (the coder's own message when
         it stopped the run), or None while it has not."""
-        if self.stop_reason is StopReason.CODER:
-            return self._coder_stop
-        return self.stop_reason.value if self.stop_reason else None
+        return self._coder_stop if self.stop_reason is StopReason.CODER else (self.stop_reason.value if self.stop_reason else None)
 
     @property
     def isolation(self) -> str:

@@ -187,7 +187,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "method": "ensemble_method", "gross_error_sd": "ensemble_gross_error_sd", "every": "ensemble_every",
         "time_share": "ensemble_time_share",
     },
-    "storage": {name: name for name in ("lease_s", "max_attempts", "min_free_disk_mb")},
+    "storage": {name: name for name in ("lease_s", "max_attempts", "min_free_disk_mb", "executor", "ray_address")},
 }
 
 
@@ -224,6 +224,11 @@ class SearchSettings(BaseSettings):
             CPU only) or indices (``0,1``). Each running candidate gets a GPU of its own while
             one is free (``CUDA_VISIBLE_DEVICES``; :mod:`mcgs.gpus`), else none and the CPU.
         candidates_per_gpu: Candidates that may hold one GPU at once (1: none share).
+        executor: Where candidates run (:mod:`mcgs.executors`): ``local`` (this machine's
+            sandbox) or ``ray`` (each candidate a Ray task on a Ray cluster, in the same sandbox
+            there; needs the ``mcgs[ray]`` extra). Stored with the run, so a resume keeps it.
+        ray_address: With ``executor="ray"``: the cluster's address (``auto``, ``host:6379``,
+            ``ray://host:10001``); None starts Ray on this machine for the run.
         weights_dir: A folder of pretrained network weights (``resnet18.pth``, or torchvision's
             ``resnet18-f37072fd.pth``) copied into each run's ``input/weights/``; the recipe
             coder fine-tunes a pretrained backbone on image tasks only when they are there.
@@ -386,6 +391,8 @@ class SearchSettings(BaseSettings):
     workers: int = Field(1, ge=1)
     gpus: str = "auto"
     candidates_per_gpu: int = Field(1, ge=1)
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
     weights_dir: Path | None = None
     num_drafts: int = Field(5, ge=1)
     num_debug_children: int = Field(1, ge=1)
@@ -524,7 +531,8 @@ class SearchSettings(BaseSettings):
 
     @property
     def storage(self):
-        """Claims and disk: ``lease_s``, ``max_attempts``, ``min_free_disk_mb``; read-only."""
+        """Claims, disk and where candidates run: ``lease_s``, ``max_attempts``,
+        ``min_free_disk_mb``, ``executor``, ``ray_address``; read-only."""
         return self._group("storage")
 
     @model_validator(mode="after")

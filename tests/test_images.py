@@ -346,7 +346,8 @@ def test_the_search_drafts_both_kinds_on_an_image_task(tmp_path):
     from mcgs.settings import SearchSettings
 
     spec = load_task(plain_image_task(tmp_path / "t", n_train=300, n_test=40))
-    settings = SearchSettings(time_budget_s=600, max_nodes=4, seed=0, plan_candidates=0, ensemble=False, cpu_threads=1)
+    settings = SearchSettings(time_budget_s=600, max_nodes=2, seed=0, plan_candidates=0, ensemble=False, cpu_threads=1,
+                              recipe_models=["model.lightgbm", "model.image_cnn"])
     search = create_search(spec, tmp_path / "run", settings=settings)
     search.run()
     drafts = [n for n in search.nodes() if n.config.get("model")]

@@ -92,7 +92,7 @@ def test_a_hosted_api_needs_a_key_and_a_local_servers_models_cost_nothing(monkey
 
 
 def test_mcgs_run_with_the_openai_coder_completes_with_ledger_budget_and_fallback(tmp_path):
-    """``mcgs run --coder openai --base-url ... --model ...`` on the demo task: a 6-node search
+    """``mcgs run --coder openai --base-url ... --model ...`` on the demo task: a 4-node search
     whose programs the fake server writes (the first answer prose, its re-ask not JSON: the
     recipe coder writes that node), priced by
     MCGS_LLM__PRICES so the budget stops the calls part-way; the recipe coder writes the rest."""
@@ -121,22 +121,22 @@ def test_mcgs_run_with_the_openai_coder_completes_with_ledger_budget_and_fallbac
     run = tmp_path / "run"
     with FakeOpenAI([text_reply("not an answer")], default=program, tools="ignore") as fake:
         cmd = [sys.executable, "-m", "mcgs", "run", str(task), "--out", str(run), "--coder", "openai", "--base-url", fake.base_url,
-               "--model", MODEL, "--max-cost-usd", "0.06", "--policy", "greedy", "--plans", "0", "--max-nodes", "6", "--time-budget", "5m"]
+               "--model", MODEL, "--max-cost-usd", "0.05", "--policy", "greedy", "--plans", "0", "--max-nodes", "4", "--time-budget", "5m"]
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         requests = list(fake.requests)
     search = open_search(run)
     nodes = [n for n in search.nodes() if n.parent_id is not None and n.operator is not Operator.ENSEMBLE]
-    assert len(nodes) == 6 and search.run_record.status == "finished" and search.settings.coder == "openai"
+    assert len(nodes) == 4 and search.run_record.status == "finished" and search.settings.coder == "openai"
     by_model = [n for n in nodes if n.config.get("author") == MODEL]
     by_recipe = [n for n in nodes if str(n.config.get("author", "")).startswith("recipe (fallback")]
-    assert by_model and by_recipe and len(by_model) + len(by_recipe) == 6
+    assert by_model and by_recipe and len(by_model) + len(by_recipe) == 4
     assert all(n.config["coder"] == "openai" for n in by_model) and all(n.is_valid for n in by_model)
     assert any("budget" in n.config["author"] for n in by_recipe)
     calls = search.storage.llm_calls(search.run_id)
     assert calls and all(c.model == MODEL for c in calls)
     spent = sum(c.cost_usd for c in calls)
-    assert spent <= 0.06 and spent == pytest.approx(0.008 * sum(c.input_tokens > 0 for c in calls), rel=1e-6)
+    assert spent <= 0.05 and spent == pytest.approx(0.008 * sum(c.input_tokens > 0 for c in calls), rel=1e-6)
     assert [c.outcome for c in calls][:2] == ["malformed", "malformed"] and calls[-1].outcome == "budget"
     assert requests[0].get("tools") and all("response_format" in r for r in requests[1:])  # prose once, then JSON output
     status = subprocess.run([sys.executable, "-m", "mcgs", "status", str(run)], capture_output=True, text=True, env=env, timeout=120)

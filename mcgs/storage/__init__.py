@@ -112,6 +112,18 @@ def _run(m: RunModel) -> RunRecord:
     )
 
 
+def _give_back(m: NodeModel, why: str, max_attempts: int) -> bool:
+    """Queue the node row ``m`` again (PENDING, no owner, ``why`` kept in ``error``) while it was
+    claimed fewer than ``max_attempts`` times, else mark it INTERRUPTED. True when queued again."""
+    if (m.attempts or 0) < max_attempts:
+        m.state, m.owner, m.lease_expires_at, m.workspace, m.started_at = NodeState.PENDING.value, None, None, None, None
+        m.error = f"attempt {m.attempts or 0} lost: {why}; queued again"
+        return True
+    m.state, m.finished_at = NodeState.INTERRUPTED.value, utcnow()
+    m.error = f"interrupted: {why} (attempt {m.attempts or 0} of {max_attempts})"
+    return False
+
+
 class Storage(LedgerQueries):
     """Persistent store of runs, nodes and edges.
 
@@ -302,8 +314,9 @@ class Storage(LedgerQueries):
     # ---------------------------------------------------------------- claims and leases
 
     @_writes
-    def claim_node(self, run_id: int, owner: str, lease_s: float) -> FrozenNode | None:
-        """Claim the oldest queued node of a run (PENDING, no owner) for ``owner``, atomically.
+    def claim_node(self, run_id: int, owner: str, lease_s: float, node_id: int | None = None) -> FrozenNode | None:
+        """Claim the oldest queued node of a run (PENDING, no owner) for ``owner``, atomically;
+        with ``node_id``, that node only.
 
         SQLite: the write transaction starts with BEGIN IMMEDIATE, so claimers queue; PostgreSQL:
         ``SELECT ... FOR UPDATE SKIP LOCKED`` (the pattern of job queues on PostgreSQL), and the
@@ -319,6 +332,8 @@ class Storage(LedgerQueries):
                 .order_by(NodeModel.seq)
                 .limit(1)
             )
+            if node_id is not None:
+                q = q.where(NodeModel.id == node_id)
             if not self.is_sqlite:
                 q = q.with_for_update(skip_locked=True)
             node_id = s.scalar(q)
@@ -385,15 +400,19 @@ class Storage(LedgerQueries):
                     if alive is True or (alive is None and not expired):
                         continue
                     why = f"its worker {m.owner} " + ("is gone" if alive is False else "stopped renewing its lease")
-                if (m.attempts or 0) < max_attempts:
-                    m.state, m.owner, m.lease_expires_at, m.workspace, m.started_at = NodeState.PENDING.value, None, None, None, None
-                    m.error = f"attempt {m.attempts or 0} lost: {why}; queued again"
-                    requeued.append(m.id)
-                else:
-                    m.state, m.finished_at = NodeState.INTERRUPTED.value, now
-                    m.error = f"interrupted: {why} (attempt {m.attempts or 0} of {max_attempts})"
-                    interrupted.append(m.id)
+                (requeued if _give_back(m, why, max_attempts) else interrupted).append(m.id)
         return requeued, interrupted
+
+    @_writes
+    def requeue_node(self, node_id: int, owner: str, max_attempts: int, why: str) -> bool:
+        """Give back ``owner``'s claim on a node whose program was lost while it ran (a Ray
+        worker that died), as :meth:`requeue_lost` does. Returns True when it was queued again;
+        False when it is INTERRUPTED now, or is no longer ``owner``'s."""
+        with self._session.begin() as s:
+            m = s.get(NodeModel, node_id, with_for_update=not self.is_sqlite)
+            if m is None or m.owner != owner or m.state not in (NodeState.PENDING.value, NodeState.RUNNING.value):
+                return False
+            return _give_back(m, why, max_attempts)
 
     @_writes
     def finish_node(
