@@ -56,6 +56,9 @@ from mcgs.metrics import get_metric
 from mcgs.mlebench import grade_submission, prepare_competition
 from mcgs.search import open_search
 from mcgs.settings import parse_duration
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 MLEBENCH_TASKS = ("spaceship-titanic", "nomad2018-predict-transparent-conductors", "leaf-classification")
 HOUSE = "house-prices-advanced-regression-techniques"

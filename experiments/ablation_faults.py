@@ -43,6 +43,9 @@ from ablation import HOUSE, MLEBENCH_TASKS, POLICIES, _metric_of, grade, normali
 from mcgs.metrics import get_metric  # noqa: E402
 from mcgs.search import open_search  # noqa: E402
 from mcgs.settings import parse_duration  # noqa: E402
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def launch(task_dir: Path, run_dir: Path, policy: str, seed: int, fault_rate: float, repair_rate: float, budget: str, threads: int) -> None:

@@ -36,6 +36,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report_scale import build_run  # noqa: E402
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def _free_port() -> int:

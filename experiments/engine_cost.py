@@ -41,6 +41,9 @@ from mcgs.graph import build_graph
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeState, Operator
 from mcgs.policy import select_expansion
 from mcgs.settings import SearchSettings, parse_duration
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def synthetic_graph(n: int, seed: int = 0) -> tuple[list[FrozenNode], list[FrozenEdge]]:

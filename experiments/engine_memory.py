@@ -34,6 +34,9 @@ from mcgs.contract import constant_program
 from mcgs.demo import build_demo_task
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 class ConstantCoder:
     """Writes a constant-prediction program for every request (the value varies with the node

@@ -31,6 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablation import HOUSE, grade, prepare_house_prices, run_status  # noqa: E402
 
 from mcgs.search import open_search  # noqa: E402
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 BASELINE = Path(__file__).resolve().parent / "baselines" / "lightgbm_default.py"
 

@@ -26,6 +26,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def _run_one(name: str, seed: int, args, work: Path) -> dict:

@@ -39,6 +39,9 @@ from mcgs.demo import build_demo_task
 from mcgs.node import NodeState, Operator
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def build_run(work: Path, n_nodes: int, seed: int = 0) -> Path:

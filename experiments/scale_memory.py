@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 import psutil
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def tree_rss(pid: int) -> int:

@@ -44,6 +44,9 @@ from mcgs.profile import profile_task
 from mcgs.search import create_search
 from mcgs.settings import SearchSettings
 from mcgs.task import load_task
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 COMPETITION = "spaceship-titanic"
 

@@ -43,6 +43,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from mcgs.experience import without_experience
+
+without_experience()  # reproducible: no experience store (mcgs.experience)
 
 
 def task_folder(name: str, work: Path, raw: Path | None) -> Path:

@@ -31,6 +31,8 @@ from mcgs.settings import format_duration, setting_choices, setting_default
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Monte Carlo Graph Search over ML solution programs.")
 mlebench_app = typer.Typer(no_args_is_help=True, help="Prepare and grade MLE-bench competitions offline.")
 app.add_typer(mlebench_app, name="mlebench")
+experience_app = typer.Typer(no_args_is_help=True, help="The experience store: what finished runs learned, which new runs on similar data start from.")
+app.add_typer(experience_app, name="experience")
 protocol_app = typer.Typer(no_args_is_help=True, help="Prepare and grade research data sets with their published protocol (cora, citeseer, etth1-96 ... weather-720).")
 app.add_typer(protocol_app, name="protocol")
 
@@ -966,6 +968,87 @@ def bench(
 # width of output that goes to a file or a pipe (a long run under nohup) rather than a terminal:
 # rich's default there is 80 columns, which folds the summary tables and progress lines
 LOG_WIDTH = 120
+
+
+STORE_HELP = "The store (a file or a SQLAlchemy URL); default: the experience_store setting (~/.local/share/mcgs/experience.db)."
+
+
+def _experience_store(store: Optional[str]):
+    """The store named, or the setting's; a store that is off or cannot be opened is a user error."""
+    from mcgs.experience import ExperienceError, ExperienceStore, store_url
+    from mcgs.settings import SearchSettings
+
+    url = store_url(store if store is not None else SearchSettings().experience_store)
+    if url is None:
+        raise _UserError("the experience store is off (experience_store = none); name one with --store")
+    try:
+        return ExperienceStore(url)
+    except ExperienceError as exc:
+        raise _UserError(str(exc)) from None
+
+
+@experience_app.command("list")
+def experience_list(store: Optional[str] = typer.Option(None, help=STORE_HELP)) -> None:
+    """List the runs in the store: their data's size and kind (never its rows), metric and nodes."""
+    from rich.table import Table
+
+    from mcgs.experience import ExperienceError
+
+    with _user_errors():
+        st = _experience_store(store)
+        try:
+            runs = st.runs()
+        except ExperienceError as exc:
+            raise _UserError(str(exc)) from None
+    out.print(f"experience store {st.shown}: {len(runs)} run(s)", soft_wrap=True, highlight=False)
+    table = Table()
+    for col in ("id", "run", "kind", "metric", "rows", "features", "nodes", "added"):
+        table.add_column(col)
+    for r in runs:
+        f = r["features"]
+        table.add_row(str(r["id"]), r["source"], f"{r['task_kind']} {r['modality']}", r["metric"], f"{10 ** f.get('log_rows', 0):,.0f}",
+                      f"{10 ** f.get('log_features', 0) - 1:.0f}", str(r["n_nodes"]), r["created_at"][:19])
+    out.print(table)
+
+
+@experience_app.command("export")
+def experience_export(store: Optional[str] = typer.Option(None, help=STORE_HELP),
+                      to: Optional[Path] = typer.Option(None, "-o", "--out", help="JSON file to write (default: standard output).")) -> None:
+    """Write the whole store as JSON: each run's meta-features and its nodes' configurations, ranks and run times."""
+    from mcgs.experience import ExperienceError
+
+    with _user_errors():
+        st = _experience_store(store)
+        try:
+            runs = st.runs()
+            nodes = st.nodes(r["id"] for r in runs)
+        except ExperienceError as exc:
+            raise _UserError(str(exc)) from None
+        for r in runs:
+            r["nodes"] = [{k: v for k, v in n.items() if k != "run_id"} for n in nodes if n["run_id"] == r["id"]]
+        text = json.dumps({"store": st.shown, "runs": runs}, indent=1)
+        if to is None:
+            sys.stdout.write(text + "\n")
+        else:
+            to.write_text(text + "\n")
+            _say(f"wrote {len(runs)} run(s) to {to}")
+
+
+@experience_app.command("clear")
+def experience_clear(store: Optional[str] = typer.Option(None, help=STORE_HELP),
+                     yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation.")) -> None:
+    """Remove every run from the store."""
+    from mcgs.experience import ExperienceError
+
+    with _user_errors():
+        st = _experience_store(store)
+        if not yes and not typer.confirm(f"remove every run from {st.shown}?"):
+            raise typer.Exit(1)
+        try:
+            n = st.clear()
+        except ExperienceError as exc:
+            raise _UserError(str(exc)) from None
+    _say(f"removed {n} run(s) from {st.shown}")
 
 
 def main() -> None:

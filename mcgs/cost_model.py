@@ -109,20 +109,24 @@ class CostModel:
             ``n_features``, ``n_classes``, ``n_text``, ``task_kind``.
         folds: :func:`fold_work` of the task's fold scheme (its lower fidelities use the same,
             :func:`mcgs.fidelity.build_fidelity_task`).
+        offsets: Model family -> its log cost relative to the other families as earlier runs on
+            similar data measured it (:attr:`mcgs.experience.Experience.cost_offsets`): where a
+            family's offset starts before this run has seen it run.
     """
 
-    def __init__(self, profile: dict[str, Any], folds: float = 4.0):
-        self.profile, self.folds = profile, folds
+    def __init__(self, profile: dict[str, Any], folds: float = 4.0, offsets: dict[str, float] | None = None):
+        self.profile, self.folds, self.offsets = profile, folds, dict(offsets or {})
         self._observed: list[tuple[str, float]] = []  # (model, log(actual / prior)) in the order seen
 
     @classmethod
-    def for_task(cls, profile: dict[str, Any], validation) -> "CostModel":
+    def for_task(cls, profile: dict[str, Any], validation, offsets: dict[str, float] | None = None) -> "CostModel":
         """The cost model of a task: its profile and its fold scheme (a
-        :class:`mcgs.task.ValidationSpec`; folds left out count as the row count's default)."""
+        :class:`mcgs.task.ValidationSpec`; folds left out count as the row count's default),
+        with families' ``offsets`` from earlier runs."""
         from mcgs.task import default_n_splits
 
         kind = validation.kind or "kfold"
-        return cls(profile, fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1))))
+        return cls(profile, fold_work(kind, validation.n_splits or default_n_splits(int(profile.get("n_train") or 1))), offsets)
 
     def prior_s(self, config: dict[str, Any], fidelity: float = 1.0) -> float:
         """The uncalibrated prediction for a recipe config run on ``fidelity`` of the training
@@ -213,14 +217,15 @@ class CostModel:
         all its nodes; ``machine`` is the mean log ratio of the last :data:`RECENT_NODES` nodes,
         each less its own family's offset, so a machine that got slower (another job started)
         shows within a few nodes as a slower machine, not as slow models. Each mean is shrunk
-        towards 0 by one pseudo-observation."""
+        towards its prior by one pseudo-observation: 0, or a family's offset from earlier runs
+        (``offsets``), which is also the offset of a family this run has not seen yet."""
         if not self._observed:
-            return 1.0
+            return math.exp(self.offsets.get(model, 0.0))
         overall = sum(r for _, r in self._observed) / (len(self._observed) + 1)
-        offsets: dict[str, float] = {}
+        offsets: dict[str, float] = dict(self.offsets)
         for m in {m for m, _ in self._observed}:
             own = [r for mm, r in self._observed if mm == m]
-            offsets[m] = sum(r - overall for r in own) / (len(own) + 1)
+            offsets[m] = (sum(r - overall for r in own) + self.offsets.get(m, 0.0)) / (len(own) + 1)
         recent = self._observed[-RECENT_NODES:]
         machine = sum(r - offsets[m] for m, r in recent) / (len(recent) + 1)
         return math.exp(machine + offsets.get(model, 0.0))
@@ -265,15 +270,16 @@ def run_cost_model(search) -> CostModel:
     """A run's cost model, calibrated on every node of the run that ran to its end with a
     recipe config (:func:`cost_model_from_nodes`). Rebuilt from storage, so a resumed run
     predicts as the run that stopped did."""
-    return cost_model_from_nodes(search.profile, search.task.validation, search.nodes())
+    exp = getattr(search, "experience", None)
+    return cost_model_from_nodes(search.profile, search.task.validation, search.nodes(), exp.cost_offsets if exp else None)
 
 
-def cost_model_from_nodes(profile: dict[str, Any], validation, nodes: Iterable) -> CostModel:
+def cost_model_from_nodes(profile: dict[str, Any], validation, nodes: Iterable, offsets: dict[str, float] | None = None) -> CostModel:
     """The cost model of a task (:meth:`CostModel.for_task`) calibrated on ``nodes``: those that
     ran to their end (valid, buggy or with invalid output; a timeout's run time is only a lower
     bound) with a recipe config of a known model entry, in the order they finished (so the
     newest say how fast the machine is now, even with parallel workers)."""
-    model = CostModel.for_task(profile, validation)
+    model = CostModel.for_task(profile, validation, offsets)
     usable = _observable(nodes)
     usable.sort(key=lambda n: n.finished_at.timestamp() if n.finished_at else 0.0)  # stable: creation order among equals
     for n in usable:

@@ -9,8 +9,9 @@ whose engine lives elsewhere. Nodes are claimed through the storage with leases 
 renews (:func:`heartbeat`); a node whose worker was lost is queued again (:func:`requeue_lost`),
 and one cut short by a stop is copied and queued on resume (:func:`retry_interrupted`).
 
-The functions take the search they drive, as Optuna's ``_optimize`` takes its study: the facade
-stays small and this is where a Ray or Dask executor would plug in.
+Where a claimed node's program runs is the run's executor (:mod:`mcgs.executors`: this machine's
+sandbox, or a Ray task), opened by :func:`executor_of` and given back when the sitting ends.
+The functions take the search they drive, as Optuna's ``_optimize`` takes its study.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mcgs.contract import prepare_workspace
 from mcgs.node import EdgeKind, FrozenNode, NodeState, Operator, RunStatus
 from mcgs.run_folder import RunError
 from mcgs.cost_model import candidate_limit
+from mcgs.experience import prepare_experience
 from mcgs.sandbox import Outcome
 from mcgs.settings import SearchSettings
 from mcgs.verdicts import judge, record_verdict
@@ -72,6 +74,7 @@ def begin(search, time_budget=None, workers=None, max_nodes=None):
         # stored every time: a budget given to load_search (mcgs resume --time-budget) too
         search.storage.update_run(search.run_id, settings_json=json.dumps(search.settings.model_dump(mode="json"), default=str))
         announce(search)
+        prepare_experience(search)  # what earlier runs on similar data say (mcgs.experience)
         if search.settings.executor != "local":  # connected here, in the caller's thread, before anything changes
             executor_of(search)
         orphans = kill_candidates(search.run_dir, orphans_only=True)  # left by an engine that was killed (SIGKILL)
@@ -434,6 +437,8 @@ def work(search, drain: bool = False) -> int:
     from mcgs.snapshot import live_elapsed
 
     search.is_worker = True
+    if (search.run_dir / "experience.json").is_file():  # the engine's, read only (a worker never recalls)
+        prepare_experience(search)
     requeue_lost(search)
     done = 0
     try:

@@ -56,7 +56,7 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
                            policy=search.policy)
     seq_next = newest_node(g).seq + 1
     ctx = OperatorContext(graph=g, task=search.task, profile=search.profile, settings=search.settings,
-                          seed=search.settings.seed * 100_003 + seq_next, seq=seq_next)
+                          seed=search.settings.seed * 100_003 + seq_next, seq=seq_next, experience=search.experience)
     request = build_request(ctx, exp)
     answer = search.plans.pop() if exp.operator is Operator.DRAFT and search.plans else search.coder.write(request)
     if not isinstance(answer, CoderAnswer):  # a user's coder object

@@ -340,6 +340,9 @@ class PlanQueue:
             kind = "an image task" if search.task.media is not None else "a forecasting task"
             search.say(f"not screening draft plans: {kind} has a few, each of a different kind; they are drafted in turn")
             return
+        if search.experience is not None and len(search.experience.runs) >= 2 and len(search.experience.family_ranks) >= 3:
+            search.say("not screening draft plans: earlier runs on similar data order them (mcgs.experience)")
+            return
         from mcgs.node import FrozenNode
         from mcgs.operators import OperatorContext, build_request
         from mcgs.branches import Expansion

@@ -25,6 +25,7 @@ from mcgs.forecast_mode import finish_forecast, forecast_labels
 from mcgs.budget import Budget, StopReason
 from mcgs.coders import Coder, CoderStop
 from mcgs.contract import prepare_run_input
+from mcgs.experience import contribute
 from mcgs.gpus import gpu_pool_for
 from mcgs.disk import DiskGuard
 from mcgs.evaluation import TaskLabels
@@ -149,6 +150,7 @@ class Search:
                               read_only=read_only)
         self._isolation: str | None = None
         self.executor = None  # where candidates run (mcgs.executors), opened by mcgs.execution.executor_of
+        self.experience = None  # what earlier runs on similar data say (mcgs.experience.prepare_experience)
         # the GPUs and which running candidate holds which; a --gpus index the machine lacks fails here
         self.gpu_pool = gpu_pool_for(settings.gpus if not read_only else "none", settings.candidates_per_gpu)
         if read_only:  # resolved when node code first runs (export's measurements)
@@ -226,14 +228,9 @@ class Search:
         return int(self.settings.max_output_mb * 2**20)
 
     def record_llm_call(self, operator: str, kind: str, usage) -> None:
-        """Add a language-model call made for this run outside its coder (reading a plain-words
-        request: ``mcgs run --prompt``) to the run's cost ledger.
-
-        Args:
-            operator: What the call served (``"request"``).
-            kind: The ledger's kind of call.
-            usage: The call's :class:`mcgs.llm.client.CallUsage` (model, tokens, latency).
-        """
+        """Add a language-model call made for this run outside its coder (``mcgs run --prompt``
+        reading a request) to the run's cost ledger: ``operator`` it served (``"request"``), the
+        ledger's ``kind``, and its :class:`mcgs.llm.client.CallUsage` (model, tokens, latency)."""
         from mcgs.coders.anthropic import ledger_row
 
         self.storage.add_llm_call(self.run_id, ledger_row(self.settings.llm, operator, kind, usage.model, usage, provider=self.settings.coder))
@@ -355,6 +352,7 @@ class Search:
             if self.task.forecast is not None:
                 finish_forecast(self, final)
         save_progress(self, status=RunStatus.FINISHED)
+        contribute(self)  # what the run learned, for the next runs on similar data (mcgs.experience)
         return final
 
     def work(self, drain: bool = False) -> int:

@@ -224,6 +224,12 @@ class SearchSettings(BaseSettings):
             CPU only) or indices (``0,1``). Each running candidate gets a GPU of its own while
             one is free (``CUDA_VISIBLE_DEVICES``; :mod:`mcgs.gpus`), else none and the CPU.
         candidates_per_gpu: Candidates that may hold one GPU at once (1: none share).
+        experience_store: The experience store a finished run adds to and a new run learns
+            from (:mod:`mcgs.experience`): ``default`` (``~/.local/share/mcgs/experience.db``),
+            a file path, a SQLAlchemy URL, or ``none`` (off; what tests, benches and campaigns
+            use, so that they stay reproducible).
+        experience_same_task: Let a run learn from earlier runs on the same data (same
+            fingerprint); off, so an evaluation never learns from itself.
         executor: Where candidates run (:mod:`mcgs.executors`): ``local`` (this machine's
             sandbox) or ``ray`` (each candidate a Ray task on a Ray cluster, in the same sandbox
             there; needs the ``mcgs[ray]`` extra). Stored with the run, so a resume keeps it.
@@ -391,6 +397,8 @@ class SearchSettings(BaseSettings):
     workers: int = Field(1, ge=1)
     gpus: str = "auto"
     candidates_per_gpu: int = Field(1, ge=1)
+    experience_store: str = "default"
+    experience_same_task: bool = False
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = None
     weights_dir: Path | None = None

@@ -102,9 +102,30 @@ def status_view(snap) -> Group:
     iso = run.isolation
     parts.append(Text(f"isolation of the candidates: {iso}" + (
         " (bubblewrap: no network, only their workspace writable)" if iso == "namespaces" else " (limits and a scrubbed environment; no bubblewrap)")))
+    if snap.settings.executor != "local":
+        parts.append(Text(f"executor: {snap.settings.executor}" + (f" at {snap.settings.ray_address}" if snap.settings.ray_address else
+                                                                    " (started on the engine's machine)")))
     parts.append(Text(f"coder: {snap.settings.coder}"))
+    parts.append(Text(experience_line(snap.run_dir)))
     parts.extend(spend_view(snap))
     return Group(*parts)
+
+
+def experience_line(run_dir) -> str:
+    """Which earlier runs the run started from (``RUN_DIR/experience.json``: :mod:`mcgs.experience`)."""
+    import json
+    from pathlib import Path
+
+    path = Path(run_dir) / "experience.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "experience: none used (no store, or the run began without one)"
+    runs = data.get("experience", {}).get("runs", [])
+    if not runs:
+        return f"experience: none on similar data in {data.get('store')}"
+    fams = ", ".join(list(data["experience"].get("family_ranks", {}))[:3])
+    return f"experience: started from {len(runs)} earlier run(s) on similar data in {data.get('store')} (drafts first: {fams})"
 
 
 def _memory(n) -> str:

@@ -70,6 +70,7 @@ class OperatorContext:
         settings: Search settings.
         seed: Seed for the new node's program (run seed + node sequence number).
         seq: Sequence number the new node will get.
+        experience: What earlier runs on similar data say (:mod:`mcgs.experience`), or None.
     """
 
     graph: nx.DiGraph
@@ -78,6 +79,7 @@ class OperatorContext:
     settings: SearchSettings
     seed: int
     seq: int | None = None
+    experience: Any = None
 
     def node(self, node_id: int) -> FrozenNode:
         return node(self.graph, node_id)
@@ -113,4 +115,5 @@ class OperatorContext:
             references=tuple(self.node(r) for r in exp.references),
             node_seq=self.seq,
             tried=tried_configs(self.graph),
+            experience=self.experience,
         )

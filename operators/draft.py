@@ -25,7 +25,7 @@ import networkx as nx
 
 from mcgs.branches import Expansion, live_children
 from mcgs.coders import CoderRequest
-from mcgs.coders.recipe_config import COST_PARAMS, TABLE_BASE, default_config, family, mutate_params
+from mcgs.coders.recipe_config import COST_PARAMS, TABLE_BASE, default_config, family, feature_entries, mutate_params
 from mcgs.cost_model import OVERHEAD_S, CostModel, cost_model_from_nodes
 from mcgs.graph import node, nodes_by_seq
 from mcgs.knowledge_base import KnowledgeEntry, rank_entries
@@ -62,7 +62,8 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
     """Request a draft; the existing drafts are passed as siblings so the coder diversifies,
     with the run's calibrated cost model (:func:`affordable`)."""
     req = ctx.request(exp, Operator.DRAFT, with_parent=False)
-    return dataclasses.replace(req, costs=cost_model_from_nodes(ctx.profile, ctx.task.validation, nodes_by_seq(ctx.graph)))
+    return dataclasses.replace(req, costs=cost_model_from_nodes(ctx.profile, ctx.task.validation, nodes_by_seq(ctx.graph),
+                                                        ctx.experience.cost_offsets if ctx.experience else None))
 
 
 def affordable(config: dict[str, Any], entry: KnowledgeEntry, costs: CostModel, limit_s: float) -> tuple[dict[str, Any], str]:
@@ -117,9 +118,11 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     drafted_families = {family(m) for m in models if m.id in used}
     costs = req.costs if req.costs is not None else CostModel.for_task(req.profile, req.task.validation)
     limit = req.per_run_timeout_s
-    unused.sort(key=lambda m: (costs.predict_s(affordable(default_config(m.id, req.profile), m, costs, limit)[0]) > 0.5 * limit, family(m) in drafted_families))
+    exp = req.experience
+    unused.sort(key=lambda m: (costs.predict_s(affordable(default_config(m.id, req.profile), m, costs, limit)[0]) > 0.5 * limit,
+                               -exp.family_ranks.get(m.id, 0.5) if exp else 0.0, family(m) in drafted_families))
     entry = unused[0] if unused else rng.choice(models)
-    config = default_config(entry.id, req.profile)
+    config, learned = from_experience(default_config(entry.id, req.profile), entry, exp, req.profile) if unused else (default_config(entry.id, req.profile), "")
     if not unused:
         # every family has a draft already: vary it so the new draft is not a copy
         config = mutate_params(config, entry, rng, avoid=())[0]
@@ -133,9 +136,46 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     plan = (
         f"Draft: {entry.title} with default parameters {how}. {entry.guidance.strip()}"
         + (f" Knowledge that applies to this data: {'; '.join(advice)}." if advice else "")
-        + cheaper
+        + learned + cheaper
     )
     return config, plan
+
+
+def from_experience(config: dict[str, Any], entry: KnowledgeEntry, experience, profile: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``config`` started from the configuration ``entry`` won with in the nearest earlier run on
+    similar data (:class:`mcgs.experience.Experience`: FLAML's zero-shot portfolio idea): its
+    parameters that ``entry``'s search space knows, clipped to their ranges, and its feature
+    blocks that this data offers.
+
+    Returns:
+        ``(config, note)``: the config (``config`` itself when there is nothing to take or it
+        won with the defaults) and a sentence for the plan ("" when no earlier run tried it).
+    """
+    learned = (experience.configs.get(entry.id) if experience is not None else None) or {}
+    if not learned:
+        return config, ""
+    out = copy.deepcopy(config)
+    space = entry.recipe.space if entry.recipe else {}
+    taken = []
+    for name, value in learned.get("params", {}).items():
+        if name in space and isinstance(value, (int, float)) and not isinstance(value, bool):
+            r = space[name]
+            value = min(max(value, r.low), r.high)
+            out["params"][name] = int(round(value)) if r.int else float(value)
+            taken.append(f"{name}={out['params'][name]}")
+        elif name in out["params"] and type(value) is type(out["params"][name]):
+            out["params"][name] = value
+            taken.append(f"{name}={value}")
+    offered = feature_entries(profile)
+    for flag, on in learned.get("features", {}).items():
+        if flag in offered and flag in out["features"] and isinstance(on, bool):
+            out["features"][flag] = on
+    rank = experience.family_ranks.get(entry.id)
+    if out == config:
+        return config, (" Earlier runs on similar data ranked it" + (f" {rank:.2f}" if rank is not None else "")
+                        + " (1 = their best) with this default configuration.")
+    return out, (" Started from the configuration it won with on similar data in earlier runs"
+                 + (f" (rank {rank:.2f} there)" if rank is not None else "") + f": {', '.join(taken[:8]) or 'feature blocks'}.")
 
 
 def run_baseline(search) -> None:

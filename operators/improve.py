@@ -87,7 +87,8 @@ def build_request(ctx: OperatorContext, exp: Expansion) -> CoderRequest:
             m = n.config["model"]
             best[m] = n.score if m not in best else best_of([best[m], n.score], ctx.task.higher_is_better)
     return dataclasses.replace(ctx.request(exp, Operator.IMPROVE), move_gains=observed_gains(nodes, ctx.task.higher_is_better),
-                               family_scores=best, costs=cost_model_from_nodes(ctx.profile, ctx.task.validation, nodes))
+                               family_scores=best, costs=cost_model_from_nodes(ctx.profile, ctx.task.validation, nodes,
+                                                                           ctx.experience.cost_offsets if ctx.experience else None))
 
 
 def observed_gains(nodes: list[FrozenNode], higher_is_better: bool) -> dict[str, tuple[int, float]]:

@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 # Searches in tests draft as the coder proposes unless a test turns multi-plan screening on
 # (tests/test_screening.py); screening every tiny test search would only add minutes.
 os.environ.setdefault("MCGS_PLAN_CANDIDATES", "0")
+# Searches in tests neither learn from nor add to an experience store (mcgs.experience) unless a
+# test names one: they stay reproducible and leave the user's own store alone.
+os.environ["MCGS_EXPERIENCE_STORE"] = "none"
 # `make test` runs two pytest-xdist workers on two cores: there, each worker's candidates get one
 # thread. Two LightGBM/OpenMP programs with two threads each on two cores spin against each
 # other (measured: a 6-node test search took 36 s alone, 130 s beside a copy of itself with two

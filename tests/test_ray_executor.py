@@ -156,6 +156,24 @@ def test_a_killed_ray_worker_requeues_its_node_and_the_run_finishes(cluster, tmp
     assert search.storage.get_run(search.run_record.name).status == "finished"
 
 
+def test_a_stop_cancels_the_running_ray_task_and_its_program(cluster, tmp_path):
+    address, _ = cluster
+    search = _search(tmp_path, address, SlowFirst(models=FAST), 4, ensemble=False)
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _catch(search.run, errors), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while _running_candidate(tmp_path / "run") is None and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.2)
+    assert _running_candidate(tmp_path / "run") is not None
+    search.request_stop()  # what Ctrl-C does
+    thread.join(timeout=120)
+    assert not thread.is_alive() and len(errors) == 1 and isinstance(errors[0], KeyboardInterrupt)
+    assert _running_candidate(tmp_path / "run") is None  # cancelled on its worker, not left running
+    first = next(n for n in search.nodes() if n.seq == 1)
+    assert first.state is NodeState.INTERRUPTED and search.storage.get_run(search.run_record.name).status == "stopped"
+
+
 def _catch(fn, errors):
     try:
         fn()
@@ -196,6 +214,8 @@ def test_sigkill_of_the_engine_then_resume_on_ray_loses_no_node(cluster, tmp_pat
     assert all(nodes[s].state.is_finished() and nodes[s].state is not NodeState.INTERRUPTED for s in running)  # run again, not lost
     assert not [n.seq for n in after.search_nodes if n.state is NodeState.INTERRUPTED]
     assert sum(n.state.is_finished() for n in after.search_nodes) >= 6
+    status = subprocess.run([sys.executable, "-m", "mcgs", "status", str(run)], capture_output=True, text=True, timeout=120)
+    assert f"executor: ray at {address}" in status.stdout and "rerun after their worker was lost" in status.stdout
 
 
 def test_without_ray_or_a_cluster_the_run_says_how_to_fix_it(tmp_path, monkeypatch):

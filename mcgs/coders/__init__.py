@@ -93,6 +93,9 @@ class CoderRequest:
         costs: For Improve: the run's cost model, calibrated on its finished nodes
             (:class:`mcgs.cost_model.CostModel`), so a coder can weigh a change's expected gain
             by its predicted seconds; None when not given.
+        experience: What earlier runs on similar data say (:class:`mcgs.experience.Experience`:
+            families in the order they ranked, the configuration each won with, failures);
+            None when the run has none.
     """
 
     operator: Operator
@@ -111,6 +114,7 @@ class CoderRequest:
     move_gains: Mapping[str, tuple[int, float]] = dataclasses.field(default_factory=dict)
     family_scores: Mapping[str, float] = dataclasses.field(default_factory=dict)
     costs: Any = None
+    experience: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

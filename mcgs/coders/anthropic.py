@@ -262,6 +262,7 @@ class AnthropicCoder:
             profile_text=profile_text,
             knowledge=self._knowledge(req),
             train_only_columns=list(req.profile.get("train_only_columns", ())),
+            experience=req.experience.summary() if req.experience is not None else "",
         )
 
     def user_prompt(self, req: CoderRequest, *, shrink: bool = False, expert_plan: str | None = None, note: str | None = None) -> str:

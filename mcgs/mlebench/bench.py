@@ -404,6 +404,9 @@ def run_bench(spec: BenchSpec, say: Callable[[str], None] = print) -> dict[str, 
         MLEBenchError: an unknown competition, or one neither prepared nor preparable.
         KeyboardInterrupt: after killing the running competitor; rerun to resume.
     """
+    from mcgs.experience import without_experience
+
+    without_experience()  # the runs stay reproducible: no experience store unless MCGS_EXPERIENCE_STORE names one
     for comp in spec.competitions:
         if spec.suite_dir is None:
             ensure_prepared(comp, spec.data_dir, spec.raw_root, say)

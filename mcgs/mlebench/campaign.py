@@ -199,6 +199,9 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
         MLEBenchError: an unknown competition, or one neither prepared nor preparable.
         KeyboardInterrupt: after the running search recorded its state; rerun to resume.
     """
+    from mcgs.experience import without_experience
+
+    without_experience()  # the runs stay reproducible: no experience store unless MCGS_EXPERIENCE_STORE names one
     for comp in spec.competitions:
         ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
     planned = len(spec.competitions) * len(spec.seeds)
