@@ -45,6 +45,25 @@ def _run(tmp_path, name, seed, store, **kw):
     return search, said
 
 
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    """A finished four-node run of the task (split 0) that added itself to a store:
+    ``(search, store, said)``."""
+    tmp = tmp_path_factory.mktemp("experience")
+    store = tmp / "experience.db"
+    search, said = _run(tmp, "first", 0, store)
+    return search, store, said
+
+
+def _copy(store, tmp_path):
+    """A copy of ``store`` for one test to change."""
+    import shutil
+
+    dest = tmp_path / "experience.db"
+    shutil.copyfile(store, dest)
+    return dest
+
+
 def _values(task) -> set[str]:
     """Every text cell, class name and ten-digit number of the task's tables, as text."""
     out = set()
@@ -54,21 +73,21 @@ def _values(task) -> set[str]:
     return out | {"malignant", "benign"}
 
 
-def test_a_run_on_similar_data_drafts_from_what_an_earlier_run_learned_and_the_store_holds_no_rows(tmp_path):
-    store = tmp_path / "experience.db"
-    first, said = _run(tmp_path, "first", 0, store)
+def test_a_run_on_similar_data_drafts_from_what_an_earlier_run_learned_and_the_store_holds_no_rows(first, tmp_path):
+    first, store, said = first
     assert any("were added to" in s for s in said)
     runs = ExperienceStore(store_url(str(store))).runs()
     assert len(runs) == 1 and runs[0]["features"] == meta_features(first.profile)
     # nothing of the rows or labels: every cell value, class name and column name is absent from the file
-    blob = store.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("experience.db-*"))
-    found = [v for v in _values(tmp_path / "task-first") | {"token", "signal", "mean_radius"} if v.encode() in blob]
+    blob = store.read_bytes() + b"".join(p.read_bytes() for p in store.parent.glob("experience.db-*"))
+    found = [v for v in _values(first.task.data_dir) | {"token", "signal", "mean_radius"} if v.encode() in blob]
     assert not found
+    store = _copy(store, tmp_path)
 
     # a run on other data of the same shape (another split): the drafts follow the first run's ranking
     second, said = _run(tmp_path, "second", 1, store)
     exp = second.experience
-    assert [r["source"] for r in exp.runs] == [str((tmp_path / "first").resolve())]
+    assert [r["source"] for r in exp.runs] == [str(first.run_dir.resolve())]
     best_family = next(iter(exp.family_ranks))
     first_valid = [n for n in first.nodes() if n.is_valid and n.operator is not Operator.ENSEMBLE]
     winner = max(first_valid, key=lambda n: n.score)
@@ -95,9 +114,9 @@ def _prefix(req) -> str:
                                                                 knowledge=[], train_only_columns=[], experience=req.experience.summary())
 
 
-def test_a_run_never_learns_from_its_own_data_unless_asked(tmp_path):
-    store = tmp_path / "experience.db"
-    first, _ = _run(tmp_path, "first", 0, store, max_nodes=2)
+def test_a_run_never_learns_from_its_own_data_unless_asked(first, tmp_path):
+    first, store, _ = first
+    store = _copy(store, tmp_path)
     again, _ = _run(tmp_path, "again", 0, store, max_nodes=2)  # the same data: the same fingerprint
     assert again.run_record.data_fingerprint == first.run_record.data_fingerprint
     assert again.experience.empty
@@ -130,9 +149,8 @@ def test_a_corrupt_or_locked_store_leaves_the_run_working_and_says_so(tmp_path, 
     assert any("locked" in s and "goes on without it" in s for s in said) and any("not stored" in s for s in said)
 
 
-def test_the_cli_lists_exports_and_clears_the_store(tmp_path):
-    store = tmp_path / "experience.db"
-    _run(tmp_path, "first", 0, store, max_nodes=2)
+def test_the_cli_lists_exports_and_clears_the_store(first, tmp_path):
+    store = _copy(first[1], tmp_path)
     mcgs_cli = [sys.executable, "-m", "mcgs", "experience"]
     listed = subprocess.run([*mcgs_cli, "list", "--store", str(store)], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "1 run(s)" in listed.stdout and "binary" in listed.stdout
@@ -140,7 +158,7 @@ def test_the_cli_lists_exports_and_clears_the_store(tmp_path):
     exported = subprocess.run([*mcgs_cli, "export", "--store", str(store), "-o", str(out)], capture_output=True, text=True, timeout=120)
     assert exported.returncode == 0
     runs = json.loads(out.read_text())["runs"]
-    assert len(runs) == 1 and len(runs[0]["nodes"]) == 2 and all("rank" in n and "config" in n for n in runs[0]["nodes"])
+    assert len(runs) == 1 and len(runs[0]["nodes"]) == 4 and all("rank" in n and "config" in n for n in runs[0]["nodes"])
     cleared = subprocess.run([*mcgs_cli, "clear", "--store", str(store), "--yes"], capture_output=True, text=True, timeout=120)
     assert cleared.returncode == 0 and "removed 1 run(s)" in cleared.stdout + cleared.stderr
     assert ExperienceStore(store_url(str(store))).runs() == []

@@ -4,7 +4,8 @@ OpenAI-compatible server (vLLM, Ollama, llama.cpp, hosted APIs) (DESIGN §5).
 Same :class:`~mcgs.coders.Coder` protocol and solution contract as the recipe coder. Per call:
 
 1. **Prompt** from Jinja2 templates next to the operators (``operators/prompts/``): a stable
-   prefix (task description, data profile, solution contract, retrieved knowledge entries)
+   prefix (task description, data profile, solution contract, what earlier runs on similar data
+   found (mcgs.experience), retrieved knowledge entries)
    sent as the cached system block, then the operator's variable part (parent code and
    outcome, siblings, references from other branches, remaining time).
 2. **Model** by the cascade of BudgetMLAgent (Gandhi, Patwardhan, Vig & Gupta, 2024): the cheap
