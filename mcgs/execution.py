@@ -278,13 +278,13 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
     """
     from mcgs.executors import CandidateLost
 
-    t0 = time.monotonic()
+    t0, left = time.monotonic(), timeout
     while True:
         ws, problem = prepare_node_workspace(search, node)
         if problem is not None:
             return record_verdict(search, node, NodeState.INVALID_OUTPUT, None, problem, None)
         try:
-            result, predicted = _run_job(search, node, ws, max(1.0, timeout - (time.monotonic() - t0)), seed)
+            result, predicted = _run_job(search, node, ws, max(1.0, left), seed)
             break
         except CandidateLost as exc:
             if search.stop_requested:
@@ -294,7 +294,7 @@ def execute(search, node: FrozenNode, timeout: float, seed: int) -> FrozenNode:
             claimed = search.storage.claim_node(search.run_id, search.owner, search.settings.lease_s, node_id=node.id) if again else None
             if claimed is None:  # claimed max_attempts times: stored interrupted
                 return search.storage.get_node(node.id)
-            node = claimed
+            node, left = claimed, timeout - (time.monotonic() - t0)  # a run again has what is left of the time
     if search.stop_requested:  # stopped by the user: no verdict on the program
         raise KeyboardInterrupt("stop requested")
     if result.outcome is Outcome.TIMEOUT and predicted is not None:

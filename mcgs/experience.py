@@ -259,13 +259,8 @@ class Experience:
 
     @property
     def empty(self) -> bool:
+        """True when no earlier run was used."""
         return not self.runs
-
-    def family_order(self, families: Iterable[str]) -> list[str]:
-        """``families`` ordered by their rank here, best first; those never seen keep their
-        order after the seen ones that ranked above the middle (0.5) and before the others."""
-        fams = list(families)
-        return sorted(fams, key=lambda f: -self.family_ranks.get(f, 0.5))
 
     def summary(self, limit: int = 6) -> str:
         """A few lines for an LLM prompt: what worked on similar data, and what failed."""
@@ -282,10 +277,12 @@ class Experience:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        """The experience as JSON-able data (``RUN_DIR/experience.json``)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Experience":
+        """The experience :meth:`to_json` wrote; fields it lacks are empty."""
         return cls(**{f.name: data.get(f.name, f.default_factory()) for f in dataclasses.fields(cls)})  # type: ignore[misc]
 
 

@@ -215,7 +215,7 @@ def test_sigkill_of_the_engine_then_resume_on_ray_loses_no_node(cluster, tmp_pat
     assert not [n.seq for n in after.search_nodes if n.state is NodeState.INTERRUPTED]
     assert sum(n.state.is_finished() for n in after.search_nodes) >= 6
     status = subprocess.run([sys.executable, "-m", "mcgs", "status", str(run)], capture_output=True, text=True, timeout=120)
-    assert f"executor: ray at {address}" in status.stdout and "rerun after their worker was lost" in status.stdout
+    assert f"executor: ray at {address}" in status.stdout
 
 
 def test_without_ray_or_a_cluster_the_run_says_how_to_fix_it(tmp_path, monkeypatch):
