@@ -130,12 +130,18 @@ def _running_candidate(run_dir: Path) -> psutil.Process | None:
     return None
 
 
-def test_a_killed_ray_worker_requeues_its_node_and_the_run_finishes(cluster, tmp_path):
-    address, _ = cluster
+def _search_in_thread(tmp_path, address):
+    """A four-node search whose first program sleeps first, run in a thread: ``(search, thread,
+    errors)`` (what ``run`` raised goes in ``errors``)."""
     search = _search(tmp_path, address, SlowFirst(models=FAST), 4, ensemble=False)
     errors: list[BaseException] = []
     thread = threading.Thread(target=lambda: _catch(search.run, errors), daemon=True)
     thread.start()
+    return search, thread, errors
+
+
+def test_a_killed_ray_worker_requeues_its_node_and_the_run_finishes(cluster, tmp_path):
+    search, thread, errors = _search_in_thread(tmp_path, cluster[0])
     killed = None
     deadline = time.monotonic() + 120
     while killed is None and time.monotonic() < deadline and thread.is_alive():
@@ -157,11 +163,7 @@ def test_a_killed_ray_worker_requeues_its_node_and_the_run_finishes(cluster, tmp
 
 
 def test_a_stop_cancels_the_running_ray_task_and_its_program(cluster, tmp_path):
-    address, _ = cluster
-    search = _search(tmp_path, address, SlowFirst(models=FAST), 4, ensemble=False)
-    errors: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _catch(search.run, errors), daemon=True)
-    thread.start()
+    search, thread, errors = _search_in_thread(tmp_path, cluster[0])
     deadline = time.monotonic() + 120
     while _running_candidate(tmp_path / "run") is None and time.monotonic() < deadline and thread.is_alive():
         time.sleep(0.2)
@@ -231,3 +233,17 @@ def test_without_ray_or_a_cluster_the_run_says_how_to_fix_it(tmp_path, monkeypat
     with pytest.raises(RunError, match=r"pip install 'mcgs\[ray\]'"):
         search.run()
     assert not [n for n in search.nodes() if n.parent_id is not None]  # nothing started
+
+
+def test_a_candidate_asks_ray_for_its_threads_its_memory_and_a_gpu_when_it_trains_a_network(tmp_path):
+    from mcgs.executors import Job
+    from mcgs.executors.ray_cluster import RayExecutor, gpus_per_candidate
+    from mcgs.sandbox import SandboxLimits
+
+    assert gpus_per_candidate(True, "auto", 2) == 1 and gpus_per_candidate(True, "none", 2) == 0
+    assert gpus_per_candidate(False, "auto", 2) == 0 and gpus_per_candidate(True, "auto", 0) == 0
+    ex = RayExecutor.__new__(RayExecutor)  # its resource request, without a cluster
+    ex.gpus_per_candidate, ex.memory_bytes, ex.max_memory = 1, 8192 * 2**20, 4 * 2**30
+    job = Job(node_id=1, workspace=tmp_path, input_dir=tmp_path, limits=SandboxLimits(timeout_s=60, cpu_threads=3), env={},
+              cancel_after_s=None, max_output_bytes=2**20)
+    assert ex._options(job) == {"num_cpus": 3, "num_gpus": 1, "memory": 4 * 2**30}  # no more than the largest machine has

@@ -39,7 +39,7 @@ from mcgs.executors import CandidateLost, ExecutorError, Job
 from mcgs.executors.shipping import ShippedRun, input_key, pack_folder, run_shipped, write_outputs
 from mcgs.sandbox import ExecutionResult, Outcome
 
-__all__ = ["RayExecutor", "INSTALL_HINT", "QUEUE_GRACE_S"]
+__all__ = ["RayExecutor", "gpus_per_candidate", "INSTALL_HINT", "QUEUE_GRACE_S"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,12 @@ QUEUE_GRACE_S = 600.0
 CANCEL_WAIT_S = 30.0
 #: Seconds the probe task at the start may take (a cold cluster starts worker processes).
 PROBE_TIMEOUT_S = 180.0
+
+
+def gpus_per_candidate(gpu_tasks: bool, gpus: str, cluster_gpus: float) -> int:
+    """GPUs a candidate asks Ray for: 1 when the task's programs train networks (``gpu_tasks``),
+    the run's ``--gpus`` is not ``none`` and the cluster has a GPU; else 0."""
+    return 1 if gpu_tasks and str(gpus).strip().lower() != "none" and cluster_gpus >= 1 else 0
 
 
 def _ray_task(job: ShippedRun, input_box: list):
@@ -123,7 +129,7 @@ class RayExecutor:
         resources = ray.cluster_resources()
         machines = [n for n in ray.nodes() if n.get("Alive")]
         self.max_memory = max((n.get("Resources", {}).get("memory", 0) for n in machines), default=0)
-        self.gpus_per_candidate = 1 if gpu_tasks and str(gpus).strip().lower() != "none" and resources.get("GPU", 0) >= 1 else 0
+        self.gpus_per_candidate = gpus_per_candidate(gpu_tasks, gpus, resources.get("GPU", 0))
         self.memory_bytes = None if memory_mb is None else int(memory_mb) * 2**20
         self._check_workers()
         say(f"Ray cluster{'' if address is None else ' at ' + address}: {len(machines)} machine(s), {resources.get('CPU', 0):g} CPU(s), "
