@@ -27,12 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["create_app", "Dashboard", "POLL_S", "is_loopback"]
+__all__ = ["PAGE_ROWS", "POLL_S", "Dashboard", "create_app", "is_loopback"]
 
 #: How often the page asks whether the run changed, seconds.
 POLL_S = 2.0
 #: A snapshot is read again at most this often, seconds (many tabs, one read).
 SNAPSHOT_TTL_S = 1.0
+#: Rows of the node table drawn at once (more on request). Measured in headless chromium on a
+#: 5 000-node run (docs/results/dashboard.md): all rows cost the tab ~250 MiB and ~1 s of load.
+PAGE_ROWS = 200
 
 
 def is_loopback(host: str) -> bool:
@@ -64,6 +67,7 @@ class Dashboard:
         self._snap = None
         self._read_at = 0.0
         self._state: dict[str, Any] | None = None
+        self._state_json: bytes = b""
         self.snapshot()  # fail now, with the storage's message, rather than on the first page
 
     def snapshot(self):
@@ -86,11 +90,19 @@ class Dashboard:
     def state(self) -> dict[str, Any]:
         """The page's content: facts, the graph and score figures (plotly JSON), the table;
         built once per :meth:`version` of the run."""
+        return self._current()[0]
+
+    def state_json(self) -> bytes:
+        """:meth:`state` as the JSON the page reads (UTF-8), serialised once per version."""
+        return self._current()[1]
+
+    def _current(self) -> tuple[dict[str, Any], bytes]:
         snap = self.snapshot()
-        state = self._state
-        if state is None or state["version"] != self.version(snap):
-            state = self._state = self._build(snap)
-        return state
+        with self._lock:
+            if self._state is None or self._state["version"] != self.version(snap):
+                self._state = self._build(snap)
+                self._state_json = json.dumps(self._state, separators=(",", ":")).encode()
+            return self._state, self._state_json
 
     def _build(self, snap) -> dict[str, Any]:
         import plotly.io as pio
@@ -184,12 +196,18 @@ def create_app(source: str | Path, *, run: str | None = None, storage: str | Non
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from starlette.responses import (
+        HTMLResponse,
+        JSONResponse,
+        PlainTextResponse,
+        Response,
+    )
     from starlette.routing import Route
 
     board = Dashboard(source, run, storage)
+    board.state()  # the first tab finds the graph built (seconds on a run of thousands of nodes)
     env = Environment(loader=PackageLoader("mcgs", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    page = env.get_template("dashboard.html.j2").render(plotly_js=get_plotlyjs(), poll_ms=int(POLL_S * 1000))
+    page = env.get_template("dashboard.html.j2").render(plotly_js=get_plotlyjs(), poll_ms=int(POLL_S * 1000), page_rows=PAGE_ROWS)
 
     async def index(request):
         return HTMLResponse(page)
@@ -198,7 +216,7 @@ def create_app(source: str | Path, *, run: str | None = None, storage: str | Non
         snap = board.snapshot()
         if request.query_params.get("version") == board.version(snap):
             return JSONResponse({"version": board.version(snap)})
-        return JSONResponse(board.state())
+        return Response(board.state_json(), media_type="application/json")
 
     async def node(request):
         d = board.node(int(request.path_params["seq"]))

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-
 from browser import browser, require_browser
+
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
 from mcgs.search import create_search, open_search
@@ -110,5 +110,41 @@ def test_the_page_shows_a_new_node_without_a_reload_and_a_click_shows_its_code_a
             node = next(n for n in search.nodes() if n.seq == new)
             assert panel.find_element(By.CSS_SELECTOR, "pre.code").text.strip().splitlines()[0] == node.code.strip().splitlines()[0]
             assert "Diff to its parent" in panel.text and panel.find_elements(By.CSS_SELECTOR, "pre.diff")
+        finally:
+            driver.quit()
+
+
+@pytest.mark.slow
+def test_the_node_table_draws_a_window_of_rows_newest_or_best_first_and_more_on_request(small_run, monkeypatch):
+    """A run of thousands of nodes would cost the tab hundreds of MiB as one table (measured in
+    experiments/dashboard_scale.py), so the table draws PAGE_ROWS rows at a time; 1 here."""
+    require_browser()
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from starlette.testclient import TestClient
+
+    import mcgs.dashboard
+    from mcgs.dashboard import create_app
+
+    monkeypatch.setattr(mcgs.dashboard, "PAGE_ROWS", 1)
+    app = create_app(small_run)
+
+    state = TestClient(app).get("/api/state").json()["rows"]
+    newest = max(r["seq"] for r in state)
+    best = max(state, key=lambda r: r["score"])["seq"]
+    shown = lambda d: [int(tr.get_attribute("data-seq")) for tr in d.find_elements(By.CSS_SELECTOR, "#node-table tbody tr.node-row")]
+    with _Server(app) as url:
+        driver = browser()
+        try:
+            driver.get(url)
+            WebDriverWait(driver, 60).until(lambda d: shown(d) == [newest])
+            assert driver.find_element(By.ID, "row-count").text == "showing 1 of 2 nodes"
+            Select(driver.find_element(By.ID, "row-order")).select_by_value("oldest")
+            WebDriverWait(driver, 10).until(lambda d: shown(d) == [min(r["seq"] for r in state)])
+            Select(driver.find_element(By.ID, "row-order")).select_by_value("best")
+            WebDriverWait(driver, 10).until(lambda d: shown(d) == [best])
+            driver.find_element(By.ID, "more-rows").click()
+            WebDriverWait(driver, 10).until(lambda d: len(shown(d)) == 2)
+            assert shown(driver)[0] == best and not driver.find_element(By.ID, "more-rows").is_displayed()
         finally:
             driver.quit()
