@@ -7,17 +7,22 @@ label, a column name or a class name), and for each node that ran: its model fam
 configuration (parameters and feature blocks), its full-fidelity score as a rank within the run
 (1 = the run's best, 0 = its worst), its run time and how its cost compared with the cost model's
 prior, how it failed when it did, and whether it lies on the path that led to one of the run's
-best nodes (which operators and knowledge entries got there).
+best nodes or to the node the run handed in (an ensemble's members count: which families,
+operators and knowledge entries got there).
 
 A new run recalls (:func:`recall`) the runs whose meta-features lie nearest its own (same task
 kind and modality; the data fingerprint of its own task excluded unless asked: an evaluation never
 learns from itself) and turns them into an :class:`Experience`: the model families in the order
-they ranked there, the configuration each family won with (a portfolio, as FLAML's zero-shot
+of their value there (their rank among the run's families, and whether they were part of what
+the run handed in: an ensemble needs members that err differently, so a weaker family that won a
+place in the ensembles ranks above a stronger one that never did), the configuration each family won with (a portfolio, as FLAML's zero-shot
 AutoML picks a configuration per data set from the nearest meta-features: Kayali & Wang, *Mining
 Robust Default Configurations for Resource-constrained AutoML*, 2022), each family's relative cost,
 and the failures seen. The recipe coder drafts in that order from those configurations, the cost
 model starts from those costs, the LLM coder's prompt carries a short "what worked on similar
-data" section, and draft-plan screening is skipped when the experience already orders the plans.
+data" section, draft-plan screening is skipped when the experience already orders the plans, and
+when most of those runs handed in an ensemble the first ensemble is built as soon as the drafts
+are done (:func:`mcgs.operators.ensemble.ensemble_due`).
 The run keeps what it used in ``RUN_DIR/experience.json``; ``mcgs status`` says so.
 
 The store is a SQLite file (setting ``experience_store``; default ``~/.local/share/mcgs/experience.db``,
@@ -41,12 +46,18 @@ from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, create
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 __all__ = ["ExperienceStore", "ExperienceError", "Experience", "meta_features", "contribute", "recall", "default_store_path",
-           "store_url", "without_experience", "prepare_experience", "EXPERIENCE_FILE", "NEAREST_RUNS", "OFF"]
+           "store_url", "without_experience", "prepare_experience", "EXPERIENCE_FILE", "NEAREST_RUNS", "OFF", "UNTRIED_VALUE"]
 
 logger = logging.getLogger(__name__)
 
 #: The runs an experience is drawn from (the nearest by meta-features). Ours.
 NEAREST_RUNS = 5
+#: The value of a model family no recalled run tried (values run from 0 to 1): drafted after every
+#: family that similar runs tried, in the knowledge base's order. Those runs drafted in that order
+#: too, so a family they never reached is one the priors put last; drafted earlier, kNN took the
+#: place of logistic regression on hmda_deny in the leave-one-task-out smoke (its held-out AUC
+#: 0.845 -> 0.826: docs/results/experience_loto_smoke.md). Ours.
+UNTRIED_VALUE = 0.0
 #: Seconds a run waits for a store another process holds locked before it goes on without it.
 LOCK_TIMEOUT_S = 5.0
 #: The values of the ``experience_store`` setting that turn the store off.
@@ -240,14 +251,17 @@ class Experience:
 
     Attributes:
         runs: The runs used: ``{"source", "distance", "fingerprint"}``, nearest first.
-        family_ranks: Model family (knowledge id) -> its mean best rank in those runs (1 = a
-            run's best node, 0 = its worst), weighted by nearness, best first.
+        family_ranks: Model family (knowledge id) -> its value in those runs, weighted by
+            nearness, best first: in each run, the mean of its rank among the run's families by
+            their best full-fidelity node (1 = the best family, 0 = the worst) and whether it
+            was part of what the run handed in or of the paths to its best nodes (1 or 0).
         configs: Model family -> the recipe configuration it scored best with in the nearest
             run that tried it (``params`` and ``features``).
         cost_offsets: Model family -> how its log run time sat above the run's mean relative to
             the cost model's prior (:class:`mcgs.cost_model.CostModel` starts from these).
         failures: Model family -> ``{state: count}`` of its failed nodes in those runs.
         leads: The operators on the paths to those runs' best nodes, with counts.
+        ensembles_won: How many of those runs handed in an ensemble.
     """
 
     runs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -256,6 +270,7 @@ class Experience:
     cost_offsets: dict[str, float] = dataclasses.field(default_factory=dict)
     failures: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     leads: dict[str, int] = dataclasses.field(default_factory=dict)
+    ensembles_won: int = 0
 
     @property
     def empty(self) -> bool:
@@ -270,7 +285,10 @@ class Experience:
         for fam, rank in list(self.family_ranks.items())[:limit]:
             cfg = self.configs.get(fam, {})
             params = ", ".join(f"{k}={v}" for k, v in list(cfg.get("params", {}).items())[:6])
-            lines.append(f"- {fam}: rank {rank:.2f} (1 = best there)" + (f"; won with {params}" if params else ""))
+            lines.append(f"- {fam}: value {rank:.2f} (1 = the best family there, and part of what the run handed in)"
+                         + (f"; won with {params}" if params else ""))
+        if self.ensembles_won:
+            lines.append(f"{self.ensembles_won} of those runs handed in an ensemble of several families' nodes.")
         bad = [f"{fam} ({', '.join(f'{k} x{v}' for k, v in kinds.items())})" for fam, kinds in self.failures.items()][:limit]
         if bad:
             lines.append("Failed there: " + "; ".join(bad))
@@ -283,7 +301,8 @@ class Experience:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Experience":
         """The experience :meth:`to_json` wrote; fields it lacks are empty."""
-        return cls(**{f.name: data.get(f.name, f.default_factory()) for f in dataclasses.fields(cls)})  # type: ignore[misc]
+        return cls(**{f.name: data.get(f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
+                      for f in dataclasses.fields(cls)})
 
 
 def recall(store: ExperienceStore, profile: dict[str, Any], fingerprint: str, *, k: int = NEAREST_RUNS,
@@ -307,20 +326,27 @@ def recall(store: ExperienceStore, profile: dict[str, Any], fingerprint: str, *,
     nodes = store.nodes(weight)
     exp = Experience(runs=[{"source": r["source"], "distance": round(d, 3), "fingerprint": r["fingerprint"][:12]} for d, r in near])
     best_of: dict[tuple[str, int], dict] = {}
+    placed: set[tuple[str, int]] = set()
     for n in nodes:
+        if n["leads_to_best"]:
+            exp.leads[n["operator"]] = exp.leads.get(n["operator"], 0) + 1
+            exp.ensembles_won += n["operator"] == "ensemble"
         fam = n["model"]
         if not fam:
             continue
         if n["rank"] is not None and ((fam, n["run_id"]) not in best_of or n["rank"] > best_of[(fam, n["run_id"])]["rank"]):
             best_of[(fam, n["run_id"])] = n
+        if n["leads_to_best"]:
+            placed.add((fam, n["run_id"]))
         if n["state"] not in ("valid", "interrupted"):
             exp.failures.setdefault(fam, {}).setdefault(n["state"], 0)
             exp.failures[fam][n["state"]] += 1
-        if n["leads_to_best"]:
-            exp.leads[n["operator"]] = exp.leads.get(n["operator"], 0) + 1
     ranks: dict[str, list[tuple[float, float]]] = {}
-    for (fam, run_id), n in best_of.items():
-        ranks.setdefault(fam, []).append((weight[run_id], n["rank"]))
+    for run_id in weight:  # one value per family and run: its place among the run's families
+        fams = sorted((f for f, rid in best_of if rid == run_id), key=lambda f: -best_of[(f, run_id)]["rank"])
+        for i, fam in enumerate(fams):
+            among = 1.0 if len(fams) == 1 else 1 - i / (len(fams) - 1)
+            ranks.setdefault(fam, []).append((weight[run_id], (among + ((fam, run_id) in placed)) / 2))
     exp.family_ranks = dict(sorted(((f, round(sum(w * r for w, r in v) / sum(w for w, _ in v), 3)) for f, v in ranks.items()),
                                    key=lambda t: -t[1]))
     for fam in exp.family_ranks:  # the configuration of the nearest run that tried the family
@@ -356,8 +382,14 @@ def contribution(search) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             continue
     mean = sum(logs.values()) / len(logs) if logs else 0.0
     by_id = {n.id: n for n in nodes}
+    handed_in = search.final_node
+    heads = list(ordered[:3])  # the paths to the run's three best nodes, and to what it handed in
+    if handed_in is not None and handed_in.id in by_id:
+        heads.append(handed_in)
+        if handed_in.operator is Operator.ENSEMBLE:
+            heads += [by_id[int(i)] for i in (handed_in.config.get("weights") or {}) if int(i) in by_id]
     on_path: set[int] = set()
-    for best in ordered[:3]:  # the paths to the run's three best nodes
+    for best in heads:
         cur = best
         while cur is not None and cur.id not in on_path:
             on_path.add(cur.id)

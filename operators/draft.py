@@ -27,6 +27,7 @@ from mcgs.branches import Expansion, live_children
 from mcgs.coders import CoderRequest
 from mcgs.coders.recipe_config import COST_PARAMS, TABLE_BASE, default_config, family, feature_entries, mutate_params
 from mcgs.cost_model import OVERHEAD_S, CostModel, cost_model_from_nodes
+from mcgs.experience import UNTRIED_VALUE
 from mcgs.graph import node, nodes_by_seq
 from mcgs.knowledge_base import KnowledgeEntry, rank_entries
 from mcgs.node import NodeState, Operator
@@ -108,9 +109,11 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     """The recipe coder's draft: ``(config, plan)``.
 
     Under a short time limit, entries whose program the cost model expects to need more than
-    half of it even when made cheaper (:func:`affordable`) are drafted last; otherwise a family with no draft
-    yet comes before a second member of a drafted one: the ensemble needs members that err
-    differently. Once every entry has a draft, a random one is drafted with one parameter moved.
+    half of it even when made cheaper (:func:`affordable`) are drafted last; with an experience
+    (:mod:`mcgs.experience`), entries come in the order of their family's value on similar data
+    (:data:`~mcgs.experience.UNTRIED_VALUE` for a family no similar run tried); otherwise a family
+    with no draft yet comes before a second member of a drafted one: the ensemble needs members
+    that err differently. Once every entry has a draft, a random one is drafted with one parameter moved.
     """
     models = coder.applicable_models(req.profile)
     used = [s.config.get("model") for s in req.siblings if s.operator is Operator.DRAFT]
@@ -120,7 +123,7 @@ def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> 
     limit = req.per_run_timeout_s
     exp = req.experience
     unused.sort(key=lambda m: (costs.predict_s(affordable(default_config(m.id, req.profile), m, costs, limit)[0]) > 0.5 * limit,
-                               -exp.family_ranks.get(m.id, 0.5) if exp else 0.0, family(m) in drafted_families))
+                               -exp.family_ranks.get(m.id, UNTRIED_VALUE) if exp else 0.0, family(m) in drafted_families))
     entry = unused[0] if unused else rng.choice(models)
     config, learned = from_experience(default_config(entry.id, req.profile), entry, exp, req.profile) if unused else (default_config(entry.id, req.profile), "")
     if not unused:

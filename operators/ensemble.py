@@ -50,15 +50,19 @@ class EnsembleState:
 
 def ensemble_due(search, g) -> bool:
     """True when the mcgs policy should build an ensemble now: ``ensemble_every`` valid search
-    nodes have finished since the last ensemble node (or since the start), and the time spent
-    selecting ensembles during the search is within ``ensemble_time_share`` of the elapsed wall
-    time."""
+    nodes have finished since the last ensemble node (or since the start; ``num_drafts`` for the
+    first one when most of the earlier runs on similar data handed in an ensemble:
+    :mod:`mcgs.experience`), and the time spent selecting ensembles during the search is within
+    ``ensemble_time_share`` of the elapsed wall time."""
     from mcgs.branches import ranked_search_nodes
 
     settings = search.settings
     every = settings.ensemble_every
     if not search.policy.ensembles_during_search or not settings.ensemble or every <= 0:
         return False
+    exp = getattr(search, "experience", None)
+    if exp is not None and exp.runs and 2 * exp.ensembles_won >= len(exp.runs) and not any(n.operator is Operator.ENSEMBLE for n in newest_first(g)):
+        every = min(every, max(2, settings.num_drafts))  # similar runs ended in ensembles: the first one after the drafts
     valid = len(ranked_search_nodes(g, search.task.higher_is_better))
     if valid < search.ensemble_state.checked + every:
         return False

@@ -38,7 +38,7 @@ def _task(folder, seed):
 def _run(tmp_path, name, seed, store, **kw):
     said: list[str] = []
     search = mcgs.create_search(_task(tmp_path / f"task-{name}", seed), run_dir=tmp_path / name, coder=RecipeCoder(models=FAST),
-                                ensemble=False, plan_candidates=0, time_budget_s=600, max_nodes=kw.pop("max_nodes", 4),
+                                ensemble=kw.pop("ensemble", False), plan_candidates=0, time_budget_s=600, max_nodes=kw.pop("max_nodes", 4),
                                 experience_store=str(store), **kw)
     search.say = said.append
     search.run()
@@ -185,3 +185,28 @@ def test_a_draft_takes_the_learned_configuration_within_its_search_space(tmp_pat
     assert config["params"][name] == pytest.approx(space[name].high) and "not_a_param" not in config["params"]
     assert "no_such_block" not in config["features"] and "rank 1.00" in note
     assert from_experience(base, entry, Experience(), profile) == (base, "")
+
+
+def test_a_family_that_earned_a_place_in_an_ensemble_drafts_before_a_stronger_one_that_never_did(first, tmp_path):
+    """Values are half a family's rank among a run's families, half whether it was part of what
+    the run handed in; when most recalled runs handed in an
+    ensemble, the first ensemble comes right after the drafts (not after ``ensemble_every``)."""
+    first, _, _ = first
+    store = ExperienceStore(store_url(str(tmp_path / "made.db")))
+    row = {"source": "earlier", "fingerprint": "0" * 64, "task_kind": first.profile["task_kind"], "modality": "table", "metric": "roc_auc",
+           "features_json": json.dumps(meta_features(first.profile)), "n_nodes": 4, "created_at": "2026-12-06T00:00:00+00:00"}
+
+    def node(model, operator, rank, placed):
+        return {"model": model, "operator": operator, "config_json": json.dumps({"model": model, "params": {}, "features": {}}),
+                "knowledge_json": "[]", "state": "valid", "rank": rank, "runtime_s": 1.0, "cost_offset": 0.0, "leads_to_best": placed}
+
+    store.add_run(row, [node("model.logistic_regression", "draft", 1.0, True), node("model.knn", "draft", 0.6, False),
+                        node("model.knn", "improve", 0.5, False), node("model.random_forest", "draft", 0.2, True),
+                        node(None, "ensemble", None, True)])
+    exp = recall(store, first.profile, first.run_record.data_fingerprint)
+    assert exp.family_ranks == {"model.logistic_regression": 1.0, "model.random_forest": 0.5, "model.knn": 0.25}
+    assert exp.ensembles_won == 1 and "1 of those runs handed in an ensemble" in exp.summary()
+
+    search, _ = _run(tmp_path, "follows", 1, tmp_path / "made.db", ensemble=True, num_drafts=3, max_nodes=4, ensemble_every=10)
+    order = [n.operator.value if n.operator is Operator.ENSEMBLE else n.config["model"] for n in search.nodes() if n.parent_id is not None]
+    assert order[:4] == ["model.logistic_regression", "model.random_forest", "model.knn", "ensemble"]
