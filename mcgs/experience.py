@@ -15,10 +15,10 @@ kind and modality; the data fingerprint of its own task excluded unless asked: a
 learns from itself) and turns them into an :class:`Experience`: the model families in the order
 of their value there (their rank among the run's families, and whether they were part of what
 the run handed in: an ensemble needs members that err differently, so a weaker family that won a
-place in the ensembles ranks above a stronger one that never did), the configuration each family won with (a portfolio, as FLAML's zero-shot
-AutoML picks a configuration per data set from the nearest meta-features: Kayali & Wang, *Mining
-Robust Default Configurations for Resource-constrained AutoML*, 2022), each family's relative cost,
-and the failures seen. The recipe coder drafts in that order from those configurations, the cost
+place in the ensembles ranks above a stronger one that never did), the configuration each family
+won with (a portfolio, as FLAML's zero-shot AutoML picks a configuration per data set from the
+nearest meta-features: Kayali & Wang, *Mining Robust Default Configurations for
+Resource-constrained AutoML*, 2022), each family's relative cost, and the failures seen. The recipe coder drafts in that order from those configurations, the cost
 model starts from those costs, the LLM coder's prompt carries a short "what worked on similar
 data" section, draft-plan screening is skipped when the experience already orders the plans, and
 when most of those runs handed in an ensemble the first ensemble is built as soon as the drafts
