@@ -89,6 +89,7 @@ def _competition(tmp_path, task_id, answers):
     return tmp_path / "data"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["spaceship-titanic", "nomad2018-predict-transparent-conductors", "leaf-classification", "house"])
 def test_weighted_resamples_give_the_graders_numbers(tmp_path, ablation, task, monkeypatch):
     """Scoring a resample as the full split with each row weighted by its count in the draw

@@ -45,6 +45,7 @@ class Bragging(RecipeCoder):
         return dataclasses.replace(ans, code=code)
 
 
+@pytest.mark.slow
 def test_ask_and_tell_drive_a_search_to_ten_nodes_scored_by_the_engine_and_resumable(tmp_path):
     task = build_demo_task(tmp_path / "task")
     search = mcgs.create_search(task, run_dir=tmp_path / "run", coder=Bragging(models=FAST), ensemble=False, plan_candidates=0,

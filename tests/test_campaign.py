@@ -47,6 +47,7 @@ def test_an_unprepared_competition_without_raw_data_names_the_fix(tmp_path):
         run_campaign(CampaignSpec(("no-such-competition",), (0,), 60, tmp_path / "data", tmp_path / "c"), say=lambda m: None)
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 def test_campaign_grades_each_run_and_a_rerun_skips_finished_pairs(shared_data, tmp_path):
     spec = CampaignSpec(

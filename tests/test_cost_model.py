@@ -132,6 +132,7 @@ def test_a_recipe_candidate_gets_a_limit_from_its_predicted_run_time_and_is_told
     assert cost_model.candidate_limit(search, root, 300.0) == (300.0, None)
 
 
+@pytest.mark.slow
 def test_a_finished_run_replays_node_by_node_and_the_report_reads_the_kept_rows_as_it_reads_the_run(tmp_path):
     """``replay_run`` predicts each recipe node from the nodes before it: the first node of a
     family is predicted by its prior alone, and every row's actual is the node's stored run time.

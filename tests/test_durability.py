@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from fake_anthropic import FakeAnthropic, distinct_programs, tool_reply
 from mcgs.coders import CoderRequest
 from mcgs.coders.recipe import RecipeCoder
@@ -30,6 +32,7 @@ def _rows(db, sql):
         con.close()
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_keeps_finished_nodes_and_their_spend(tmp_path):
     task = build_demo_task(tmp_path / "task")
     spec = load_task(task)

@@ -73,6 +73,7 @@ def _values(task) -> set[str]:
     return out | {"malignant", "benign"}
 
 
+@pytest.mark.slow
 def test_a_run_on_similar_data_drafts_from_what_an_earlier_run_learned_and_the_store_holds_no_rows(first, tmp_path):
     first, store, said = first
     assert any("were added to" in s for s in said)

@@ -74,6 +74,7 @@ def computer_prices(tmp_path_factory):
     return out / "tasks" / "computer_prices"
 
 
+@pytest.mark.slow
 def test_a_search_with_halving_promotes_to_full_fidelity_and_hands_in_a_full_fidelity_node(computer_prices, tmp_path):
     """computer_prices (5 007 training rows, RMSE) with rungs of 1/3 and 1/9 of the rows: Improve
     moves run on 556 rows, the best third climbs, and everything the run hands in saw all rows."""

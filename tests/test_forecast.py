@@ -259,6 +259,7 @@ def test_every_forecasting_recipe_passes_the_review_and_writes_its_validation_fo
     assert ev.score < 0.9  # persistence of the last value scores about 1.3 here
 
 
+@pytest.mark.slow
 def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_node(tmp_path):
     from mcgs.forecast_mode import forecast_windows, write_test_forecast
     from mcgs.node import Operator
@@ -384,6 +385,7 @@ def test_a_forecast_request_that_lacks_a_fact_says_which_and_how_to_add_it(tmp_p
     assert problem.field == field and fix in str(problem)
 
 
+@pytest.mark.slow
 def test_an_exported_forecasting_node_forecasts_a_history_as_the_run_did_and_the_report_draws_it(tmp_path):
     import subprocess
     import sys

@@ -34,6 +34,7 @@ def graph_run(demo_task, tmp_path_factory):
     return search
 
 
+@pytest.mark.slow
 def test_fusion_and_aggregate_nodes_have_two_fuses_edges_or_more(graph_run):
     nodes = {n.id: n for n in graph_run.nodes()}
     edges = graph_run.storage.get_edges(graph_run.run_id)

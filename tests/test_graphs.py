@@ -187,6 +187,7 @@ def test_a_graph_network_short_of_time_drops_seeds_rather_than_epochs(tmp_path):
     assert out.count("epochs in") == 1 and ev.score is not None
 
 
+@pytest.mark.slow
 def test_the_search_on_a_graph_task_drafts_graph_models_hands_in_a_submission_and_exports_them(tmp_path):
     pytest.importorskip("torch")
     from mcgs.export import export_node

@@ -340,6 +340,7 @@ def test_a_cnn_learns_the_images_and_fits_its_epochs_to_the_time_it_has(tmp_path
     assert 0 < planned < 1000  # cut to the 5 s, of which reading the images and predicting take part
 
 
+@pytest.mark.slow
 def test_the_search_drafts_both_kinds_on_an_image_task(tmp_path):
     pytest.importorskip("torch")
     from mcgs.search import create_search

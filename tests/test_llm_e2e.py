@@ -24,6 +24,7 @@ pytestmark = pytest.mark.realdata
 CHEAP = "fake-haiku"
 
 
+@pytest.mark.slow
 def test_run_with_the_anthropic_coder_survives_every_kind_of_bad_answer(shared_data, tmp_path):
     prepare_competition("spaceship-titanic", shared_data / "spaceship-titanic" / "raw", tmp_path / "data")
     task_dir = tmp_path / "data" / "spaceship-titanic"

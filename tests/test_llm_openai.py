@@ -91,6 +91,7 @@ def test_a_hosted_api_needs_a_key_and_a_local_servers_models_cost_nothing(monkey
     assert local.price("claude-haiku-4-5", free_unknown=True).output > 0  # a listed price stays
 
 
+@pytest.mark.slow
 def test_mcgs_run_with_the_openai_coder_completes_with_ledger_budget_and_fallback(tmp_path):
     """``mcgs run --coder openai --base-url ... --model ...`` on the demo task: a 4-node search
     whose programs the fake server writes (the first answer prose, its re-ask not JSON: the

@@ -77,6 +77,7 @@ def _search(tmp_path, address, coder, max_nodes, **kw):
                               workers=2, cpu_threads=2, executor="ray", ray_address=address, **kw)
 
 
+@pytest.mark.slow
 def test_a_twelve_node_search_runs_every_candidate_as_a_ray_task(cluster, tmp_path, monkeypatch):
     from mcgs.evaluation import evaluate_workspace, validate_submission
     from mcgs.executors.ray_cluster import RayExecutor

@@ -40,6 +40,7 @@ def test_malformed_entry_is_named(tmp_path):
 KINDS = ["binary", "multiclass", "multilabel", "regression", "multi_target_regression"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_model_recipe_runs_and_follows_the_contract(tmp_path, kind):
     spec = make_task(tmp_path / "task", kind)

@@ -184,6 +184,7 @@ def test_auto_picks_namespaces_here():
     assert resolve_isolation("process-session") == "process-session"
 
 
+@pytest.mark.slow
 def test_twenty_candidates_that_time_out_leave_no_process_behind(tmp_path):
     code = """
         import subprocess, sys, time

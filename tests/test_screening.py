@@ -48,6 +48,7 @@ def _settings(**kw):
     return SearchSettings(**(base | kw))
 
 
+@pytest.mark.slow
 def test_screening_drafts_the_best_plan_first(demo_task, tmp_path):
     # the hanging plan sleeps 600 s: a 5-s limit is enough wherever only it is run
     plain = create_search(demo_task, tmp_path / "plain", settings=_settings(plan_candidates=0, per_run_timeout_s=5), coder=SlowFirstPlan())
@@ -109,6 +110,7 @@ class SlowOnManyRows(SlowFirstPlan):
         return ans
 
 
+@pytest.mark.slow
 def test_a_plan_out_of_time_is_screened_again_on_fewer_rows_and_not_ranked_behind_the_better_half(demo_task, tmp_path):
     search = create_search(demo_task, tmp_path / "run", settings=_settings(plan_candidates=3), coder=SlowOnManyRows())
     search.run()

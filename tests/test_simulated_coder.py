@@ -86,6 +86,7 @@ def test_its_code_review_catches_faults_and_the_revision_runs(tmp_path):
     assert node.review["model_review"]["problems"] == ["leak: fixed"]
 
 
+@pytest.mark.slow
 def test_a_search_at_a_forty_percent_fault_rate_hands_in_a_valid_submission(tmp_path):
     coder = SimulatedCoder(seed=1, fault_rate=0.4, repair_rate=0.7, models=FAST)
     search = _search(tmp_path, coder, max_nodes=10, per_run_timeout_s=20, policy="mcgs", ensemble=True)

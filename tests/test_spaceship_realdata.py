@@ -37,6 +37,7 @@ def run_default_lightgbm(spec, folder):
     return ev.score, out
 
 
+@pytest.mark.slow
 def test_meaningless_column_names_give_the_same_cv(data_dir, tmp_path):
     original = load_task(data_dir / "spaceship-titanic")
     public = original.data_dir
@@ -56,6 +57,7 @@ def test_meaningless_column_names_give_the_same_cv(data_dir, tmp_path):
     assert out_o.splitlines()[0] == out_r.splitlines()[0]  # same number of engineered features
 
 
+@pytest.mark.slow
 def test_short_search_gives_a_valid_graded_submission(data_dir, tmp_path):
     settings = SearchSettings(time_budget_s=600, max_nodes=3, num_drafts=2, seed=0)
     search = create_search(data_dir / "spaceship-titanic", tmp_path / "run", settings=settings, coder=RecipeCoder(models=("model.lightgbm", "model.logistic_regression")))
