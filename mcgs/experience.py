@@ -431,7 +431,7 @@ def contribute(search) -> bool:
     except ExperienceError as exc:
         search.say(f"experience: not stored ({exc}); the run is complete without it")
         return False
-    search.say(f"experience: this run's {len(rows)} node(s) were added to {store.shown}")
+    search.say(f"experience: this run's {len(rows)} finished node(s) were added to {store.shown}")
     return True
 
 

@@ -48,13 +48,6 @@ def shared_data() -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip the realdata tests when ../shared/data is absent (outside CI), and put the files that
-    hold a ``slow`` test first: ``make test`` hands whole files to two pytest-xdist workers in
-    collection order (``--dist loadfile --no-loadscope-reorder``), so the long files start at
-    once and the short ones fill in at the end, and the workers finish together (longest
-    processing time first, Graham 1969)."""
-    slow_files = {item.path for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within each group stays
     if SHARED_DATA.is_dir() or _in_ci():
         return
     skip = pytest.mark.skip(reason=f"realdata: {SHARED_DATA} is absent")
