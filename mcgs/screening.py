@@ -109,7 +109,9 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, keep
 
     Training rows: ``min(n_train, max_rows)``, stratified on the label for classification
     (scikit-learn ``train_test_split``), in their original order; a task validated on a holdout
-    is validated with the default k folds for the subsample's rows, unless ``keep_holdout``. Test rows: the first
+    is validated with the default k folds for the subsample's rows, unless ``keep_holdout``;
+    stratified folds are fewer when the subsample's rarest class has fewer rows than folds
+    (plain folds when it has one). Test rows: the first
     :data:`SCREEN_TEST_ROWS` (and the matching sample-submission rows). Extra input files
     are linked, not copied.
     """
@@ -119,6 +121,7 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, keep
     dest.mkdir(parents=True, exist_ok=True)
     n = spec.n_train
     rows = np.arange(n)
+    labels = None
     if n > max_rows:
         y = None
         if spec.task_kind in ("binary", "multiclass"):
@@ -143,6 +146,12 @@ def build_screen_task(spec: TaskSpec, dest: Path, max_rows: int, seed: int, keep
     if validation.kind == "holdout" and not keep_holdout:  # a holdout of a small subsample is noisy: k folds there
         plain = "stratified_kfold" if spec.task_kind in ("binary", "multiclass") else "kfold"
         validation = validation.model_copy(update={"kind": plain, "n_splits": default_n_splits(len(rows))})
+    if validation.kind == "stratified_kfold" and labels is not None:
+        # the subsample's rarest class may have fewer rows than folds (leaf-classification's 99 classes
+        # of 6-10 rows, a quarter of them kept): as many folds as it has rows, or plain folds below two
+        smallest = int(labels.iloc[rows].value_counts().min())
+        if smallest < validation.n_splits:
+            validation = validation.model_copy(update={"n_splits": smallest} if smallest >= 2 else {"kind": "kfold"})
     return spec.model_copy(update={"data_dir": dest.resolve(), "n_train": len(rows), "n_test": len(test_rows), "validation": validation,
                                    **graph_update, "extra_files": sorted((set(spec.extra_files) - {spec.graph.nodes}) | set(graph_update["graph"].files()))
                                    if graph_update else spec.extra_files})

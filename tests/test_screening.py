@@ -150,3 +150,28 @@ def test_the_screening_subsample_grows_with_the_data_within_its_bounds():
     assert screen_rows_for(8_693, 2000) == 2000  # spaceship-titanic: as before
     assert screen_rows_for(52_000, 2000) == 5_200  # a tenth
     assert screen_rows_for(1_131_675, 2000) == 20_000  # capped at ten times screen_rows
+
+
+def test_a_subsample_of_many_small_classes_gets_folds_it_can_split(tmp_path):
+    """leaf-classification's shape: many classes of a few rows each. A quarter of the rows keeps
+    one or two rows of a class, fewer than the task's five stratified folds: the subsample is
+    validated with as many folds as its rarest class has rows, or plain folds when it has one."""
+    import numpy as np
+
+    from mcgs.contract import prepare_run_input
+
+    rng = np.random.default_rng(0)
+    task = tmp_path / "task"
+    task.mkdir()
+    labels = np.repeat([f"c{k}" for k in range(60)], 6)
+    train = pd.DataFrame({"id": range(len(labels)), "x": rng.normal(size=len(labels)), "label": labels})
+    train.to_csv(task / "train.csv", index=False)
+    pd.DataFrame({"id": range(1000, 1020), "x": rng.normal(size=20)}).to_csv(task / "test.csv", index=False)
+    pd.DataFrame({"id": range(1000, 1020), "label": "c0"}).to_csv(task / "sample_submission.csv", index=False)
+    (task / "task.yaml").write_text("metric: accuracy\nvalidation: {kind: stratified_kfold, n_splits: 5}\n")
+    spec = load_task(task)
+    for rows, kind, splits in ((180, "stratified_kfold", 3), (120, "stratified_kfold", 2), (40, "kfold", 5)):
+        sub = build_screen_task(spec, tmp_path / f"sub{rows}", rows, seed=0)
+        assert (sub.validation.kind, sub.validation.n_splits) == (kind, splits)
+        folds = pd.read_csv(prepare_run_input(sub, tmp_path / f"in{rows}") / "folds.csv")
+        assert len(folds) == rows and folds["fold"].nunique() == splits
