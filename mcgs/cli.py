@@ -912,6 +912,11 @@ def mlebench_campaign(
         f"(gold {o['gold']}, silver {o['silver']}, bronze {o['bronze']}), above median {o['above_median_pct']} %; "
         f"report {out_dir / 'campaign.md'}"
     )
+    if result["failed"]:
+        out.print(f"[red]{len(result['failed'])} run(s) failed[/red] (rerun the command to try them again):")
+        for line in result["failed"]:
+            out.print(f"  {line}", markup=False)
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -17,7 +17,7 @@ def _rep(comp, seed, score, medal=None, valid=True, above=False, cost=0.0):
         "competition_id": comp, "seed": seed, "score": score if valid else None, "valid_submission": valid,
         "gold_medal": medal == "gold", "silver_medal": medal == "silver", "bronze_medal": medal == "bronze",
         "any_medal": medal is not None, "above_median": above, "median_threshold": 0.8, "is_lower_better": False,
-        "wall_s": 600.0, "llm_cost_usd": cost,
+        "wall_s": 600.0, "llm_cost_usd": cost, "best_so_far": [[60.0, score], [600.0, score]],
     }
 
 
@@ -131,3 +131,30 @@ def test_a_stopped_campaign_says_what_is_kept_and_how_to_continue(tmp_path, monk
                                    "--out", str(tmp_path / "c")], env={"COLUMNS": "200"})
     assert res.exit_code == 130, res.output
     assert "stopped. The graded runs are saved and reported in" in res.output and "campaign.md" in res.output
+
+
+def test_a_failed_run_is_said_and_the_campaign_goes_on_with_the_next(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import mcgs.mlebench.campaign as campaign
+    from mcgs.cli import app
+
+    def run_one(comp, seed, spec, say):
+        if comp == "spaceship-titanic":
+            raise ValueError("n_splits=5 cannot be greater than the number of members in each class")
+        return _rep(comp, seed, 0.9, medal="gold", above=True)
+
+    monkeypatch.setattr(campaign, "ensure_prepared", lambda *a: None)
+    monkeypatch.setattr(campaign, "_run_one", run_one)
+    args = ["mlebench", "campaign", "--competitions", "spaceship-titanic,random-acts-of-pizza", "--seeds", "0", "--data", str(tmp_path),
+            "--out", str(tmp_path / "c")]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    assert "spaceship-titanic seed 0: FAILED (ValueError: n_splits=5" in res.output and "1 run(s) failed" in res.output
+    assert not (tmp_path / "c" / "reports" / "spaceship-titanic-seed0.json").exists()
+    assert json.loads((tmp_path / "c" / "reports" / "random-acts-of-pizza-seed0.json").read_text())["gold_medal"]
+    assert "Partial: 1 of 2" in (tmp_path / "c" / "campaign.md").read_text()
+    monkeypatch.setattr(campaign, "_run_one", lambda comp, seed, spec, say: _rep(comp, seed, 0.8))  # fixed: a rerun runs only the failed one
+    again = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert "Partial" not in (tmp_path / "c" / "campaign.md").read_text()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 import math
 import os
 import platform
@@ -31,6 +32,8 @@ from mcgs.mlebench.prepare import prepare_competition
 from mcgs.mlebench.registry import MLEBenchError, get_competition
 
 __all__ = ["CampaignSpec", "run_campaign", "aggregate_reports", "render_campaign_markdown", "partial_notice", "fmt_number"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,8 +195,12 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
     graded, so a campaign spread over several sittings always has an up-to-date report of what
     is finished; the plots are drawn once all pairs are graded.
 
+    A run that fails (an error in its task or the engine) is said, logged with its traceback and
+    left ungraded; the campaign goes on with the next run, and a rerun tries the failed one again.
+
     Returns:
-        The aggregate (see :func:`aggregate_reports`) plus ``reports``.
+        The aggregate (see :func:`aggregate_reports`) plus ``reports`` and ``failed`` (one line
+        per failed run: competition, seed and the error).
 
     Raises:
         MLEBenchError: an unknown competition, or one neither prepared nor preparable.
@@ -205,10 +212,16 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
     for comp in spec.competitions:
         ensure_prepared(comp, spec.data_dir, spec.raw_root, say)
     planned = len(spec.competitions) * len(spec.seeds)
-    reports = []
+    reports, failed = [], []
     for comp in spec.competitions:
         for seed in spec.seeds:
-            rep, ran = load_or_run(spec.out_dir / "reports" / f"{comp}-seed{seed}.json", lambda: _run_one(comp, seed, spec, say))
+            try:
+                rep, ran = load_or_run(spec.out_dir / "reports" / f"{comp}-seed{seed}.json", lambda: _run_one(comp, seed, spec, say))
+            except Exception as exc:  # one run's failure does not cost the others (KeyboardInterrupt still stops)
+                logger.exception("%s seed %s failed", comp, seed)
+                failed.append(f"{comp} seed {seed}: {type(exc).__name__}: {exc}")
+                say(f"{comp} seed {seed}: FAILED ({type(exc).__name__}: {exc}); going on with the next run (a rerun tries it again)")
+                continue
             reports.append(rep)
             if not ran:
                 continue
@@ -218,8 +231,9 @@ def run_campaign(spec: CampaignSpec, say: Callable[[str], None] = print) -> dict
             say(f"{comp} seed {seed}: score {rep['score']} ({medal}{', above median' if rep['above_median'] else ''}); "
                 f"{len(reports)} of {planned} runs graded")
     agg = _write_aggregate(spec, reports, planned)
-    _plots(spec, agg, reports)
-    return {**agg, "reports": reports}
+    if not failed:
+        _plots(spec, agg, reports)
+    return {**agg, "reports": reports, "failed": failed}
 
 
 def _write_aggregate(spec: CampaignSpec, reports: list[dict[str, Any]], planned: int) -> dict[str, Any]:
