@@ -196,12 +196,7 @@ def create_app(source: str | Path, *, run: str | None = None, storage: str | Non
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import (
-        HTMLResponse,
-        JSONResponse,
-        PlainTextResponse,
-        Response,
-    )
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
     board = Dashboard(source, run, storage)

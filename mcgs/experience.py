@@ -18,8 +18,8 @@ the run handed in: an ensemble needs members that err differently, so a weaker f
 place in the ensembles ranks above a stronger one that never did), the configuration each family
 won with (a portfolio, as FLAML's zero-shot AutoML picks a configuration per data set from the
 nearest meta-features: Kayali & Wang, *Mining Robust Default Configurations for
-Resource-constrained AutoML*, 2022), each family's relative cost, and the failures seen. The recipe coder drafts in that order from those configurations, the cost
-model starts from those costs, the LLM coder's prompt carries a short "what worked on similar
+Resource-constrained AutoML*, 2022), each family's relative cost, and the failures seen. The
+recipe coder drafts in that order from those configurations, the cost model starts from those costs, the LLM coder's prompt carries a short "what worked on similar
 data" section, draft-plan screening is skipped when the experience already orders the plans, and
 when most of those runs handed in an ensemble the first ensemble is built as soon as the drafts
 are done (:func:`mcgs.operators.ensemble.ensemble_due`).
@@ -328,16 +328,16 @@ def recall(store: ExperienceStore, profile: dict[str, Any], fingerprint: str, *,
     best_of: dict[tuple[str, int], dict] = {}
     placed: set[tuple[str, int]] = set()
     for n in nodes:
+        fam = n["model"]
         if n["leads_to_best"]:
             exp.leads[n["operator"]] = exp.leads.get(n["operator"], 0) + 1
             exp.ensembles_won += n["operator"] == "ensemble"
-        fam = n["model"]
+            if fam:
+                placed.add((fam, n["run_id"]))
         if not fam:
             continue
         if n["rank"] is not None and ((fam, n["run_id"]) not in best_of or n["rank"] > best_of[(fam, n["run_id"])]["rank"]):
             best_of[(fam, n["run_id"])] = n
-        if n["leads_to_best"]:
-            placed.add((fam, n["run_id"]))
         if n["state"] not in ("valid", "interrupted"):
             exp.failures.setdefault(fam, {}).setdefault(n["state"], 0)
             exp.failures[fam][n["state"]] += 1
