@@ -19,10 +19,11 @@ place in the ensembles ranks above a stronger one that never did), the configura
 won with (a portfolio, as FLAML's zero-shot AutoML picks a configuration per data set from the
 nearest meta-features: Kayali & Wang, *Mining Robust Default Configurations for
 Resource-constrained AutoML*, 2022), each family's relative cost, and the failures seen. The
-recipe coder drafts in that order from those configurations, the cost model starts from those costs, the LLM coder's prompt carries a short "what worked on similar
-data" section, draft-plan screening is skipped when the experience already orders the plans, and
-when most of those runs handed in an ensemble the first ensemble is built as soon as the drafts
-are done (:func:`mcgs.operators.ensemble.ensemble_due`).
+recipe coder drafts in that order from those configurations, the cost model starts from those
+costs, the LLM coder's prompt carries a short "what worked on similar data" section, draft-plan
+screening is skipped when the experience already orders the plans, and when most of those runs
+handed in an ensemble the first ensemble is built as soon as the drafts are done
+(:func:`mcgs.operators.ensemble.ensemble_due`).
 The run keeps what it used in ``RUN_DIR/experience.json``; ``mcgs status`` says so.
 
 The store is a SQLite file (setting ``experience_store``; default ``~/.local/share/mcgs/experience.db``,
