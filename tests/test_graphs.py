@@ -158,7 +158,7 @@ def test_sgc_reads_the_neighbourhood_through_the_propagated_features(tmp_path):
     assert ev.score > plain.score  # unscaled propagated features beat the scaled table model
 
 
-@pytest.mark.parametrize("model", ["model.gcn", "model.appnp"])
+@pytest.mark.parametrize("model", ["model.gcn", "model.appnp", "model.grand"])
 def test_graph_networks_train_on_the_whole_graph(tmp_path, model):
     pytest.importorskip("torch")
     folder, answers = graph_task(tmp_path / "t")
