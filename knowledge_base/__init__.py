@@ -84,6 +84,10 @@ class Recipe(BaseModel):
         requires: Modules the program imports beyond the engine's own dependencies (``torch``
             for a network: the ``vision`` extra); the recipe coder drafts the entry only where
             they are installed.
+        sparse_features: A graph network that multiplies only the non-zero cells of the node
+            features (a sparse first layer): the cost model counts its work in non-zero cells
+            plus a fixed width per node (:meth:`mcgs.cost_model.CostModel.prior_s`), not in all
+            cells.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -103,6 +107,7 @@ class Recipe(BaseModel):
     family: str | None = None
     base: str = "solution.py.j2"
     requires: list[str] = Field(default_factory=list)
+    sparse_features: bool = False
 
 
 class Applicability(BaseModel):

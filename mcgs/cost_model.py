@@ -86,6 +86,11 @@ NETWORK_UNIT_S = 0.375
 #: (relative cost 6, 300 epochs) took about 24 s on Planetoid's Cora (2 708 nodes x 1 433
 #: features) on one of this project's cores, beside other work.
 GRAPH_UNIT_S = 1.0
+#: A sparse-input graph network's (recipe ``sparse_features``) work per node beyond its non-zero
+#: feature cells, in feature cells: its propagation and dense layers. Fitted with model.grand's
+#: relative cost to its default program's times on Planetoid's Cora (2 708 nodes, 1.3 % of
+#: 1 433 features non-zero: 41-43 s) and CiteSeer (3 327 nodes, 0.9 % of 3 703: 52-60 s).
+SPARSE_NODE_WIDTH = 50.0
 #: How a model's work grows with the training rows, by entry (1 when not listed).
 ROW_EXPONENT = {"model.knn": 1.5, "model.svm": 2.0}
 
@@ -197,11 +202,17 @@ class CostModel:
     def _graph_prior_s(self, entry, config: dict[str, Any]) -> float:
         """The prior of a graph network's program (:data:`GRAPH_UNIT_S`): full-graph epochs, so
         the work grows with the nodes times the features and the epochs, whatever the training
-        rows (every fold trains on the whole graph)."""
+        rows (every fold trains on the whole graph). A network with a sparse first layer
+        (recipe ``sparse_features``) counts the non-zero feature cells and
+        :data:`SPARSE_NODE_WIDTH` per node instead of every cell."""
         p = self.profile
         params, defaults = config.get("params", {}), entry.recipe.params
         epochs = float(params.get("epochs", defaults.get("epochs", 1))) / float(defaults.get("epochs", 1) or 1)
-        cells = p["graph"]["nodes"] * max(1, p.get("n_features") or 1) / 1e6
+        width = max(1, p.get("n_features") or 1)
+        density = p["graph"].get("feature_density")
+        if entry.recipe.sparse_features and density is not None:
+            width = width * density + SPARSE_NODE_WIDTH
+        cells = p["graph"]["nodes"] * width / 1e6
         work = GRAPH_UNIT_S * entry.recipe.relative_cost * cells * epochs
         return OVERHEAD_S + work * float(config.get("n_seeds", 1)) * self.folds
 

@@ -159,7 +159,10 @@ def describe_graph(data_dir: Path, graph: GraphSpec, id_column: str, train, test
 
     Returns:
         ``{"nodes", "edges" (distinct undirected, self-loops left out), "self_loops",
-        "degree": {"mean", "median", "max", "isolated"}, "labelled_nodes", "label_homophily"}``;
+        "degree": {"mean", "median", "max", "isolated"}, "labelled_nodes", "label_homophily",
+        "feature_density"}``; ``feature_density`` is the share of the training and test
+        nodes' numeric feature cells that are not zero (bag-of-words: about 0.01; None
+        without numeric features), what a sparse first layer's work grows with;
         ``label_homophily`` is the share of edges between two training nodes that join nodes of
         one label (the edge homophily of Zhu et al., *Beyond Homophily in Graph Neural
         Networks*, NeurIPS 2020; None without such edges or for a numeric target): high values
@@ -186,6 +189,9 @@ def describe_graph(data_dir: Path, graph: GraphSpec, id_column: str, train, test
         both = (u < len(train_ids)) & (v < len(train_ids))
         if both.any():
             homophily = round(float(np.mean(labels[u[both]] == labels[v[both]])), 4)
+    features = [c for c in test.columns if c != id_column and c in train.columns and pd.api.types.is_numeric_dtype(test[c])]
+    cells = (len(train) + len(test)) * len(features)
+    nonzero = sum(int(np.count_nonzero(frame[features].to_numpy(dtype=np.float64, na_value=0.0))) for frame in (train, test)) if features else 0
     return {
         "nodes": len(ids),
         "edges": int(len(pairs)),
@@ -195,4 +201,5 @@ def describe_graph(data_dir: Path, graph: GraphSpec, id_column: str, train, test
                    "isolated": int((degree == 0).sum())},
         "labelled_nodes": len(train_ids),
         "label_homophily": homophily,
+        "feature_density": round(nonzero / cells, 5) if cells else None,
     }
