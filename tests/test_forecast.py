@@ -308,6 +308,14 @@ def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_
     members = [forecast_windows(search, n, origins)[0] for n in (a, b)]
     assert np.allclose(blended, (3 * members[0] + members[1]) / 4, atol=1e-5)
     assert set(out["lookback"]) == {a.seq, b.seq}
+    # a member that fails in forecast mode is said and left out; the others carry the forecast
+    program = search.node_dir(b) / "solution.py"
+    program.write_text("import os, sys\nif os.environ.get('MCGS_MODE') == 'forecast':\n    sys.exit('broken model file')\n" + program.read_text())
+    said = []
+    search.say = said.append
+    out = write_test_forecast(search, ensemble)
+    assert np.allclose(np.load(best / "test_forecast.npy"), members[0], atol=1e-5) and set(out["lookback"]) == {a.seq}
+    assert any(f"without member {b.seq} (weight 1)" in s and "broken model file" in s for s in said), said
 
 
 def test_forecast_grading_checks_the_shape(tmp_path):
