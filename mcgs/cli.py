@@ -517,6 +517,7 @@ def resume(
         from mcgs.budget import MIN_CANDIDATE_S, StopReason
         from mcgs.engine_lock import EngineBusy, engine_holder
         import mcgs
+        from mcgs.forecast_mode import finish_forecast, pending_test_forecast
         from mcgs.run_folder import wait_for_free_space
 
         holder = engine_holder(run_dir)  # checked again, race-free, when the search starts
@@ -529,6 +530,12 @@ def resume(
                 raise typer.Exit(130) from None
         search = mcgs.load_search(storage or run_dir, run_dir=run_dir,
                                   time_budget_s=_duration("--time-budget", time_budget) if time_budget else None)
+        over = search.clock.remaining < MIN_CANDIDATE_S or (search.run_record.status is RunStatus.FINISHED and search.budget_exhausted() is not None)
+        pending = pending_test_forecast(search) if over else None
+        if pending is not None:  # the search is done; what it lacks is the chosen node's test forecast
+            _say(f"the run's budget is spent and its test forecast is missing: forecasting the test windows with node {pending.seq}")
+            finish_forecast(search, pending)
+            return
         if search.clock.remaining < MIN_CANDIDATE_S:
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"

@@ -26,7 +26,7 @@ import numpy as np
 from mcgs.forecast import TEST_FORECAST_FILE, ForecastError, WindowFeed, origin_times, window_targets
 from mcgs.node import FrozenNode, Operator
 
-__all__ = ["forecast_windows", "write_test_forecast", "forecast_scores", "finish_forecast", "forecast_labels"]
+__all__ = ["forecast_windows", "write_test_forecast", "forecast_scores", "finish_forecast", "forecast_labels", "pending_test_forecast"]
 
 #: Test windows that one candidate's time limit (``node_limit_s``) covers in forecast mode; more
 #: windows lengthen the limit in proportion. Weather's 10 348 test windows at horizon 192 took a
@@ -55,6 +55,16 @@ def finish_forecast(search, node: FrozenNode) -> None:
     scores = out["scores"]
     search.say(f"test forecast of node {node.seq} (look-back {out['lookback']}): {out['windows']} window(s) -> best/test_forecast.npy"
                + (f" (test mse {scores['mse']:.4f}, mae {scores['mae']:.4f})" if scores else " and best/submission.csv"))
+
+
+def pending_test_forecast(search) -> FrozenNode | None:
+    """The node whose test forecast a forecasting run still lacks (``best/test_forecast.npy``
+    absent: forecast mode failed at the end of the run, or the run stopped before it), or None
+    (not a forecasting task, the forecast is there, or no valid node). ``mcgs resume`` of a run
+    whose budget is spent forecasts with it instead of refusing."""
+    if search.task.forecast is None or (search.run_dir / "best" / TEST_FORECAST_FILE).is_file():
+        return None
+    return search.final_node
 
 
 def forecast_windows(search, node: FrozenNode, origins, timeout_s: float | None = None) -> np.ndarray:

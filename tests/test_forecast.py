@@ -308,6 +308,18 @@ def test_the_search_forecasts_the_test_windows_in_forecast_mode_with_the_chosen_
     members = [forecast_windows(search, n, origins)[0] for n in (a, b)]
     assert np.allclose(blended, (3 * members[0] + members[1]) / 4, atol=1e-5)
     assert set(out["lookback"]) == {a.seq, b.seq}
+    # a run whose test forecast is missing (forecast mode failed at its end): resume forecasts it
+    from typer.testing import CliRunner
+
+    from mcgs.cli import app
+
+    (best / "test_forecast.npy").unlink()
+    res = CliRunner().invoke(app, ["resume", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert f"test forecast is missing: forecasting the test windows with node {final.seq}" in " ".join(res.output.split())
+    assert np.allclose(np.load(best / "test_forecast.npy"), pred, atol=1e-6)
+    res = CliRunner().invoke(app, ["resume", str(tmp_path / "run")])  # nothing left to do: said as before
+    assert res.exit_code != 0 and "give a larger total with" in " ".join(res.output.split())
     # a member that fails in forecast mode is said and left out; the others carry the forecast
     program = search.node_dir(b) / "solution.py"
     program.write_text("import os, sys\nif os.environ.get('MCGS_MODE') == 'forecast':\n    sys.exit('broken model file')\n" + program.read_text())
