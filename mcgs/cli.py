@@ -530,8 +530,12 @@ def resume(
                 raise typer.Exit(130) from None
         search = mcgs.load_search(storage or run_dir, run_dir=run_dir,
                                   time_budget_s=_duration("--time-budget", time_budget) if time_budget else None)
-        over = search.clock.remaining < MIN_CANDIDATE_S or (search.run_record.status is RunStatus.FINISHED and search.budget_exhausted() is not None)
-        pending = pending_test_forecast(search) if over else None
+        changes = {k: v for k, v in (("max_nodes", max_nodes), ("ray_address", ray_address),
+                                     ("executor", executor and _choice("--executor", executor, setting_choices("executor")))) if v is not None}
+        if changes:  # stored with the run when it starts
+            search.settings = search.settings.model_copy(update=changes)
+        spent = search.budget_exhausted() if search.run_record.status is RunStatus.FINISHED else None
+        pending = pending_test_forecast(search) if search.clock.remaining < MIN_CANDIDATE_S or spent is not None else None
         if pending is not None:  # the search is done; what it lacks is the chosen node's test forecast
             _say(f"the run's budget is spent and its test forecast is missing: forecasting the test windows with node {pending.seq}")
             finish_forecast(search, pending)
@@ -540,11 +544,6 @@ def resume(
             raise _UserError(
                 f"the run's budget of {search.clock.budget_s:.0f}s is already spent; give a larger total with --time-budget"
             )
-        changes = {k: v for k, v in (("max_nodes", max_nodes), ("ray_address", ray_address),
-                                     ("executor", executor and _choice("--executor", executor, setting_choices("executor")))) if v is not None}
-        if changes:  # stored with the run when it starts
-            search.settings = search.settings.model_copy(update=changes)
-        spent = search.budget_exhausted() if search.run_record.status is RunStatus.FINISHED else None
         if spent is StopReason.NODES:
             raise _UserError(
                 f"the run's node budget of {search.settings.max_nodes} nodes is already spent; give a larger total with --max-nodes"
