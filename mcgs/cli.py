@@ -1045,6 +1045,29 @@ def experience_export(store: Optional[str] = typer.Option(None, help=STORE_HELP)
             _say(f"wrote {len(runs)} run(s) to {to}")
 
 
+@experience_app.command("add")
+def experience_add(run_dirs: list[Path] = typer.Argument(..., help="Finished run folders."),
+                   store: Optional[str] = typer.Option(None, help=STORE_HELP)) -> None:
+    """Add finished runs to the store: runs made with the store off (a campaign, a bench, an
+    experiment) or with another store. A run already there is replaced, not added twice."""
+    from mcgs.experience import ExperienceError, contribution
+    from mcgs.search import open_search
+
+    with _user_errors():
+        st = _experience_store(store)
+        for run_dir in run_dirs:
+            search = open_search(run_dir, read_only=True)  # RunError: no run there, said by _user_errors
+            if search.run_record.status is not RunStatus.FINISHED:
+                raise _UserError(f"{run_dir}: the run is {search.run_record.status.value}, not finished; finish it with `mcgs resume {run_dir}` "
+                                 f"first (a store learns from finished runs only)")
+            try:
+                run, rows = contribution(search)
+                st.add_run(run, rows)
+            except ExperienceError as exc:
+                raise _UserError(str(exc)) from None
+            _say(f"added {run_dir} ({len(rows)} finished node(s)) to {st.shown}")
+
+
 @experience_app.command("clear")
 def experience_clear(store: Optional[str] = typer.Option(None, help=STORE_HELP),
                      yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation.")) -> None:

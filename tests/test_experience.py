@@ -167,6 +167,28 @@ def test_the_cli_lists_exports_and_clears_the_store(first, tmp_path):
     assert off.returncode == 2 and "--store" in off.stderr + off.stdout
 
 
+def test_the_cli_adds_a_finished_run_made_without_the_store_once_and_refuses_an_unfinished_one(first, tmp_path):
+    search, own, _ = first
+    store = tmp_path / "later.db"
+    mcgs_cli = [sys.executable, "-m", "mcgs", "experience", "add", "--store", str(store)]
+    for _ in range(2):  # the second add replaces the first
+        added = subprocess.run([*mcgs_cli, str(search.run_dir)], capture_output=True, text=True, timeout=120)
+        assert added.returncode == 0, added.stderr
+        assert "4 finished node(s)" in added.stdout + added.stderr
+    later, earlier = ExperienceStore(store_url(str(store))), ExperienceStore(store_url(str(own)))
+    (run,), (orig,) = later.runs(), earlier.runs()
+    assert (run["fingerprint"], run["features"], run["source"]) == (orig["fingerprint"], orig["features"], orig["source"])
+    def facts(st, run_id):
+        return sorted((n["model"], n["state"], n["rank"], n["leads_to_best"]) for n in st.nodes([run_id]))
+
+    assert facts(later, run["id"]) == facts(earlier, orig["id"])
+    unfinished = mcgs.create_search(_task(tmp_path / "task", 3), run_dir=tmp_path / "unfinished", coder=RecipeCoder(models=FAST), time_budget_s=60,
+                                    experience_store="none")
+    refused = subprocess.run([*mcgs_cli, str(unfinished.run_dir)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "not finished" in refused.stderr + refused.stdout and "mcgs resume" in refused.stderr + refused.stdout
+    assert len(later.runs()) == 1
+
+
 def test_a_draft_takes_the_learned_configuration_within_its_search_space(tmp_path):
     from knowledge_base import get_entry
     from mcgs.coders.recipe_config import default_config
