@@ -24,6 +24,9 @@ Usage (from the repository root, after ``pip install -e ".[suite]"``; hours at 1
         --time-budget 10m --report docs/results/experience_loto.md
 
 A rerun skips the runs whose ``result.json`` exists, so a pass spread over sittings resumes.
+Pass 1 is what ``mcgs bench --suite ... --competitors mcgs`` runs at the same budget and seed (the
+bench runs with the store off): ``--base-runs BENCH_OUT`` takes its finished mcgs runs instead of
+running them again (each added to its task's store with ``mcgs experience add``).
 """
 
 from __future__ import annotations
@@ -43,9 +46,6 @@ WORSE_SHARE = 0.001
 def run_task(suite: Path, name: str, run_dir: Path, store: Path, budget: str, seed: int) -> dict:
     """Run mcgs on one suite task with ``store`` as its experience store; grade it; cached in
     ``run_dir/result.json``."""
-    from mcgs.mlebench.bench import grade_suite_submission
-    from mcgs.snapshot import load_run
-
     out = run_dir / "result.json"
     if out.is_file():
         return json.loads(out.read_text())
@@ -54,11 +54,49 @@ def run_task(suite: Path, name: str, run_dir: Path, store: Path, budget: str, se
     env = {**os.environ, "MCGS_EXPERIENCE_STORE": str(store)}
     cmd = [sys.executable, "-m", "mcgs", "run", str(suite / "tasks" / name), "--out", str(run_dir), "--time-budget", budget, "--seed", str(seed)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    return result_of(suite, name, run_dir, out, proc.returncode)
+
+
+def reuse_base_run(suite: Path, name: str, found: Path, work: Path, budget: str, seed: int) -> dict | None:
+    """Pass 1 from a finished no-store run made elsewhere (``mcgs bench --suite``'s
+    ``OUT/runs/<task>/mcgs/run``, which runs with the store off) with the same budget and seed:
+    its experience goes into ``work/stores/<task>.db`` (``mcgs experience add``) and its result
+    into ``work/base/<task>/result.json``; None when there is no such run."""
+    from mcgs.node import RunStatus
+    from mcgs.search import open_search
+    from mcgs.settings import parse_duration
+
+    out = work / "base" / name / "result.json"
+    if out.is_file():
+        return json.loads(out.read_text())
+    if not (found / "mcgs.db").is_file():
+        return None
+    search = open_search(found, read_only=True)
+    settings = search.settings
+    recalled = json.loads((found / "experience.json").read_text())["experience"]["runs"] if (found / "experience.json").is_file() else []
+    if (search.run_record.status is not RunStatus.FINISHED or settings.seed != seed or abs(settings.time_budget_s - parse_duration(budget)) > 1
+            or recalled):
+        print(f"not reusing {found}: {search.run_record.status.value}, seed {settings.seed}, budget {settings.time_budget_s:.0f} s, "
+              f"{len(recalled)} experience run(s) used", flush=True)
+        return None
+    store = work / "stores" / f"{name}.db"
+    store.unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-m", "mcgs", "experience", "add", str(found), "--store", str(store)], check=True, capture_output=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return result_of(suite, name, found, out, 0)
+
+
+def result_of(suite: Path, name: str, run_dir: Path, out: Path, returncode: int) -> dict:
+    """A finished run's best-so-far curve (full-fidelity valid nodes), final validation score and
+    held-out score, written to ``out``."""
+    from mcgs.mlebench.bench import grade_suite_submission
+    from mcgs.snapshot import load_run
+
     snap = load_run(run_dir)
     nodes = [n for n in snap.search_nodes if n.is_valid and n.full_fidelity and n.finished_at]
     start = min((n.created_at for n in snap.search_nodes if n.created_at), default=None)
     curve = sorted(((n.finished_at - start).total_seconds(), n.score) for n in nodes) if start else []
-    result = {"task": name, "returncode": proc.returncode, "higher_is_better": snap.task.higher_is_better, "curve": curve,
+    result = {"task": name, "returncode": returncode, "run_dir": str(run_dir), "higher_is_better": snap.task.higher_is_better, "curve": curve,
               "final_cv": snap.chosen_node.score if snap.chosen_node else None,
               "test": grade_suite_submission(suite, name, run_dir / "best" / "submission.csv")["score"],
               "experience_runs": len(json.loads((run_dir / "experience.json").read_text())["experience"]["runs"])
@@ -135,6 +173,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", help="comma-separated task names (default: every task of the suite)")
     ap.add_argument("--report", type=Path)
+    ap.add_argument("--base-runs", type=Path,
+                    help="a `mcgs bench --suite` output folder whose finished mcgs runs (same budget and seed) serve as pass 1")
     args = ap.parse_args()
     built = json.loads((args.suite / "suite.json").read_text())
     names = [t["name"] for t in built["tasks"] if not t.get("memory_check")]
@@ -144,7 +184,9 @@ def main() -> int:
     (args.work / "loto").mkdir(parents=True, exist_ok=True)
     base = {}
     for name in names:  # pass 1: no experience in, each run's own store out
-        base[name] = run_task(args.suite, name, args.work / "base" / name, args.work / "stores" / f"{name}.db", args.time_budget, args.seed)
+        reused = reuse_base_run(args.suite, name, args.base_runs / "runs" / name / "mcgs" / "run", args.work, args.time_budget, args.seed) \
+            if args.base_runs else None
+        base[name] = reused or run_task(args.suite, name, args.work / "base" / name, args.work / "stores" / f"{name}.db", args.time_budget, args.seed)
         print(f"no store: {name}: cv {base[name]['final_cv']}, test {base[name]['test']}", flush=True)
     rows = []
     for name in names:  # pass 2: the other tasks' experience
