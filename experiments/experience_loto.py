@@ -26,7 +26,7 @@ Usage (from the repository root, after ``pip install -e ".[suite]"``; hours at 1
 A rerun skips the runs whose ``result.json`` exists, so a pass spread over sittings resumes.
 Pass 1 is what ``mcgs bench --suite ... --competitors mcgs`` runs at the same budget and seed (the
 bench runs with the store off): ``--base-runs BENCH_OUT`` takes its finished mcgs runs instead of
-running them again (each added to its task's store with ``mcgs experience add``).
+running them again (each added to its task's store as ``mcgs experience add`` adds it).
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def run_task(suite: Path, name: str, run_dir: Path, store: Path, budget: str, se
 def reuse_base_run(suite: Path, name: str, found: Path, work: Path, budget: str, seed: int) -> dict | None:
     """Pass 1 from a finished no-store run made elsewhere (``mcgs bench --suite``'s
     ``OUT/runs/<task>/mcgs/run``, which runs with the store off) with the same budget and seed:
-    its experience goes into ``work/stores/<task>.db`` (``mcgs experience add``) and its result
+    its experience goes into ``work/stores/<task>.db`` (what ``mcgs experience add`` stores) and its result
     into ``work/base/<task>/result.json``; None when there is no such run."""
+    from mcgs.experience import ExperienceStore, contribution, store_url
     from mcgs.node import RunStatus
     from mcgs.search import open_search
     from mcgs.settings import parse_duration
@@ -81,7 +82,7 @@ def reuse_base_run(suite: Path, name: str, found: Path, work: Path, budget: str,
         return None
     store = work / "stores" / f"{name}.db"
     store.unlink(missing_ok=True)
-    subprocess.run([sys.executable, "-m", "mcgs", "experience", "add", str(found), "--store", str(store)], check=True, capture_output=True)
+    ExperienceStore(store_url(str(store))).add_run(*contribution(search))  # as `mcgs experience add` does
     out.parent.mkdir(parents=True, exist_ok=True)
     return result_of(suite, name, found, out, 0)
 

@@ -11,7 +11,12 @@ Usage (from the repository root, after ``experiments/ablation_faults.py --review
 """
 import argparse
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ablation import HOUSE, MLEBENCH_TASKS  # noqa: E402
 
 from mcgs.operators import OperatorContext, build_request
 
@@ -26,7 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=Path, default=Path("/tmp/mcgs-faults/runs"))
     runs = ap.parse_args().runs
-    for task in ("spaceship-titanic", "nomad2018-predict-transparent-conductors", "leaf-classification", "house-prices-advanced-regression-techniques"):
+    for task in (*MLEBENCH_TASKS, HOUSE):  # the fault ablation's tasks
         search = open_search(runs / f"{task}-mcgs-fault0.4-seed0-review0.5")
         coder = AnthropicCoder(search.settings, fallback=RecipeCoder())
         price = search.settings.llm.prices[search.settings.llm.cheap_model]

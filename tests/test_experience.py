@@ -178,6 +178,7 @@ def test_the_cli_adds_a_finished_run_made_without_the_store_once_and_refuses_an_
     later, earlier = ExperienceStore(store_url(str(store))), ExperienceStore(store_url(str(own)))
     (run,), (orig,) = later.runs(), earlier.runs()
     assert (run["fingerprint"], run["features"], run["source"]) == (orig["fingerprint"], orig["features"], orig["source"])
+
     def facts(st, run_id):
         return sorted((n["model"], n["state"], n["rank"], n["leads_to_best"]) for n in st.nodes([run_id]))
 
