@@ -140,8 +140,12 @@ def main() -> int:
     jobs = [(task_id, task_dirs[task_id], policy, rate, seed, review,
              args.work / "runs" / f"{task_id}-{policy}-fault{rate:g}-seed{seed}{f'-review{review:g}' if review > 0 else ''}")
             for rate in args.fault_rates for review in args.review_rates for seed in args.seeds for task_id in tasks for policy in policies]
+    def run_job(job: tuple) -> None:
+        _, task_dir, policy, rate, seed, review, run_dir = job
+        launch(task_dir, run_dir, policy, seed, rate, args.repair_rate, args.time_budget, threads, review)
+
     with ThreadPoolExecutor(max_workers=args.parallel_runs) as pool:
-        list(pool.map(lambda j: launch(j[1], j[6], j[2], j[4], j[3], args.repair_rate, args.time_budget, threads, j[5]), jobs))
+        list(pool.map(run_job, jobs))
     rows = []
     for task_id, _, policy, rate, seed, review, run_dir in jobs:
         if run_status(run_dir) != "finished":
