@@ -60,7 +60,7 @@ demo: install
 ## importing pandas/scikit-learn, or waiting on limits, on one core; two files at once use both
 ## cores (file by file keeps each module's shared search fixture to one worker).
 test: install-test
-	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -rfEs -n 2 --dist loadfile --durations=15
 
 ## AutoGluon for `mcgs bench --competitors autogluon_medium,autogluon_best`, in its own
 ## environment (.venv-autogluon): autogluon.tabular pins an older pandas than mcgs, so it never
