@@ -211,7 +211,8 @@ def locate_run(run_dir: str | Path, storage: str | None = None, name: str | None
     if not runs:
         store.close()
         raise RunError(f"{safe_url(storage)} has no run" + (
-            "; it holds no run's records (a damaged or foreign file): restore it from a copy, or start a new run with another --out"
+            "; it holds no run's records yet: a run that is starting writes its record within seconds, so try again; "
+            "if none is starting it is a damaged or foreign file: restore it from a copy, or start a new run with another --out"
             if storage.startswith("sqlite") else ""))
     if name is None:
         if len(runs) > 1:

@@ -595,6 +595,9 @@ def create_search(
     try:
         if baseline is not None:
             shutil.copyfile(baseline, run_dir / BASELINE_NAME)
+        # what takes time (hashing the data) comes before the storage is made, so the window in
+        # which a reader (mcgs status) finds a storage without the run's record stays short
+        fingerprint, versions = data_fingerprint(spec), _package_versions()
         url = storage or default_storage_url(run_dir)
         store = open_storage(url)
         name = run_dir.resolve().name
@@ -608,8 +611,8 @@ def create_search(
             task_json=spec.to_json(),
             settings=settings.model_dump(mode="json"),
             seed=settings.seed,
-            data_fingerprint=data_fingerprint(spec),
-            package_versions=_package_versions(),
+            data_fingerprint=fingerprint,
+            package_versions=versions,
             isolation=settings.isolation,
         )
         return Search(run_dir, store, run, spec, settings, coder or _default_coder(settings), _with_tracking(callbacks, settings))

@@ -23,6 +23,7 @@ import mcgs
 from mcgs.coders.recipe import RecipeCoder
 from mcgs.demo import build_demo_task
 from mcgs.node import NodeState, Operator
+from mcgs.run_folder import RunError
 
 ray = pytest.importorskip("ray")
 
@@ -194,7 +195,10 @@ def test_sigkill_of_the_engine_then_resume_on_ray_loses_no_node(cluster, tmp_pat
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and engine.poll() is None:
-            snap = mcgs.load_run(run) if (run / "mcgs.db").is_file() else None
+            try:  # the engine writes the schema, then the run's record: between the two there is no run to read
+                snap = mcgs.load_run(run) if (run / "mcgs.db").is_file() else None
+            except RunError:
+                snap = None
             if snap is not None and sum(n.state.is_finished() for n in snap.search_nodes) >= 2 and any(
                     n.state is NodeState.RUNNING for n in snap.search_nodes):
                 break
