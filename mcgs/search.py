@@ -595,8 +595,7 @@ def create_search(
     try:
         if baseline is not None:
             shutil.copyfile(baseline, run_dir / BASELINE_NAME)
-        # what takes time (hashing the data) comes before the storage is made, so the window in
-        # which a reader (mcgs status) finds a storage without the run's record stays short
+        # the data is hashed first: a reader (mcgs status) then finds the storage without a run for a moment only
         fingerprint, versions = data_fingerprint(spec), _package_versions()
         url = storage or default_storage_url(run_dir)
         store = open_storage(url)
