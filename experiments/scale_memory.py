@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = args.work / "run"
     cmd = [sys.executable, "-m", "mcgs", "run", str(args.suite / "tasks" / args.task), "--out", str(run_dir),
            "--time-budget", args.time_budget, "--coder", "recipe", "--seed", "0"]
+    args.work.mkdir(parents=True, exist_ok=True)
     peak, start = 0, time.monotonic()
     with open(args.work / "stdout.txt", "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
