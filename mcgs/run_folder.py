@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from mcgs.storage import RunRecord, Storage
+from mcgs.storage import NoStorage, RunRecord, Storage
 
 __all__ = [
     "RunError", "DB_NAME", "STORAGE_NAME", "BASELINE_NAME", "OVERRIDES_NAME", "LIVE_SETTINGS", "foreign_entries",
@@ -206,14 +206,18 @@ def locate_run(run_dir: str | Path, storage: str | None = None, name: str | None
             raise RunError(f"{db} is empty (0 bytes): the run's storage was truncated or lost; restore it from a copy, "
                            f"or start a new run with another --out")
         storage = default_storage_url(run_dir)
-    store = open_storage(storage, read_only=read_only)
+    starting = ("a run that is starting writes its storage and record within seconds, so try again; if none is "
+                "starting it is a damaged or foreign file: restore it from a copy, or start a new run with another --out")
+    try:
+        store = open_storage(storage, read_only=read_only)
+    except NoStorage as exc:
+        if not storage.startswith("sqlite"):
+            raise
+        raise RunError(f"{safe_url(storage)} has no run; it holds no mcgs schema yet: {starting}") from exc
     runs = store.list_runs()
     if not runs:
         store.close()
-        raise RunError(f"{safe_url(storage)} has no run" + (
-            "; it holds no run's records yet: a run that is starting writes its record within seconds, so try again; "
-            "if none is starting it is a damaged or foreign file: restore it from a copy, or start a new run with another --out"
-            if storage.startswith("sqlite") else ""))
+        raise RunError(f"{safe_url(storage)} has no run" + (f"; it holds no run's records yet: {starting}" if storage.startswith("sqlite") else ""))
     if name is None:
         if len(runs) > 1:
             store.close()

@@ -268,6 +268,13 @@ def test_set_report_and_storage_errors_name_the_file_and_leave_nothing_behind(tm
         code, output = invoke(*cmd)
         assert code == 2 and "mcgs.db" in output and "start a new run with another --out" in output, output
     assert not (damaged / "overrides.json").exists()
+    # a SQLite file without the schema (a foreign file, or a starting run's file before its schema is written)
+    (damaged / "mcgs.db").unlink()
+    with sqlite3.connect(damaged / "mcgs.db") as conn:
+        conn.execute("create table notes (x integer)")
+    conn.close()
+    code, output = invoke("status", damaged)
+    assert code == 2 and "holds no mcgs schema yet" in output and "try again" in output and "another --out" in output, output
     (damaged / "mcgs.db").write_bytes(b"")  # truncated to nothing: said so, and left at 0 bytes
     for cmd in (("status", damaged), ("report", damaged, "-o", tmp_path / "r.html"), ("resume", damaged)):
         code, output = invoke(*cmd)

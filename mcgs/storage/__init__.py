@@ -24,11 +24,11 @@ from sqlalchemy.orm import sessionmaker
 from mcgs.sandbox import owner_alive, owner_id
 from mcgs.node import EdgeKind, FrozenEdge, FrozenNode, NodeRole, NodeState, Operator, RunStatus
 from mcgs.storage.models import SCHEMA_VERSION, EdgeModel, NodeModel, RunModel, utcnow
-from mcgs.storage.errors import ClaimLost, StorageError, StorageFull, is_disk_full as _is_disk_full, writes as _writes
+from mcgs.storage.errors import ClaimLost, NoStorage, StorageError, StorageFull, is_disk_full as _is_disk_full, writes as _writes
 from mcgs.storage.ledger import LedgerQueries, LLMCall
 from mcgs.storage.schema import check_schema, check_schema_read_only, open_engine, schema_version, upgrade, upgraded_copy
 
-__all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
+__all__ = ["Storage", "RunView", "RunRecord", "LLMCall", "StorageError", "NoStorage", "StorageFull", "SCHEMA_VERSION", "upgrade", "owner_id",
            "owner_alive", "ClaimLost"]
 
 

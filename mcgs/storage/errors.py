@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["StorageError", "StorageFull", "ClaimLost", "is_disk_full", "writes"]
+__all__ = ["StorageError", "NoStorage", "StorageFull", "ClaimLost", "is_disk_full", "writes"]
 
 
 class StorageError(RuntimeError):
     """The database is unusable (wrong schema version, missing run ...)."""
+
+
+class NoStorage(StorageError):
+    """The database holds no mcgs schema: a foreign or damaged file, or a run's SQLite file in
+    the moment between its creation and its schema (a run that is starting)."""
 
 
 class StorageFull(StorageError):

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 
-from mcgs.storage.errors import StorageError
+from mcgs.storage.errors import NoStorage, StorageError
 from mcgs.storage.models import SCHEMA_VERSION, SchemaInfo
 
 __all__ = ["MIGRATIONS_DIR", "upgrade", "open_engine", "check_schema", "check_schema_read_only", "upgraded_copy", "schema_version"]
@@ -165,14 +165,15 @@ def check_schema_read_only(engine, session, where: str, *, allow_older: bool = F
         The stored schema version.
 
     Raises:
-        StorageError: no mcgs storage there, or another schema version (an older one, unless
+        NoStorage: no mcgs storage there.
+        StorageError: another schema version (an older one, unless
             allowed, needs a migration, which only a writer runs).
     """
     from sqlalchemy import inspect
 
     with engine.connect() as conn:
         if "schema_info" not in inspect(conn).get_table_names():
-            raise StorageError(f"{where} holds no mcgs storage")
+            raise NoStorage(f"{where} holds no mcgs storage")
     with session() as s:
         row = s.get(SchemaInfo, "schema_version")
         version = int(row.value) if row else None
