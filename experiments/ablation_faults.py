@@ -11,6 +11,9 @@ and seeds:
 * **wasted nodes** per run: nodes that failed, and Debug nodes (a repaired Debug node reruns a
   program the search already had; a failed one is a failed node): candidates the search did
   not get to use; the failed and Debug nodes are also given apart;
+* **handed in a rescue**: runs whose final node (or a member of its final ensemble) is a rescue
+  draft (the recipe coder's cheapest program once half the budget passed with no valid node:
+  docs/search.md, "Rescue drafts");
 * **leaks chosen**: runs whose final node (or a member of its final ensemble) ran with a leak;
 * **caught by review**: with ``--review-rates`` above 0, the simulated Code Review
   (``MCGS_SIMULATED_REVIEW_RATE``) catches that share of the faults and the node runs the
@@ -107,6 +110,7 @@ def run_facts(run_dir: Path) -> dict:
         "caught": sum(bool(_caught(n)) for n in nodes), "leaks_caught": sum(_caught(n) == "leak" for n in nodes),
         "repaired": sum(bool(n.config.get("repaired")) for n in nodes),
         "leak_chosen": any(_live_fault(n) == "leak" for n in chosen),
+        "rescues": sum(bool(n.config.get("rescue")) for n in nodes), "rescued": any(n.config.get("rescue") for n in chosen),
     }
 
 
@@ -166,16 +170,17 @@ def main() -> int:
         table.append({"fault_rate": rate, "review_rate": review, "policy": p, "runs": len(rs), "valid_submissions": sum(r["score"] is not None for r in rs),
                       "nodes_per_run": _mean(rs, "nodes"), "wasted_per_run": _mean(rs, "wasted"), "failed_per_run": _mean(rs, "failed"), "debug_per_run": _mean(rs, "debug"),
                       "repaired_per_run": _mean(rs, "repaired"), "leaks_chosen": sum(r["leak_chosen"] for r in rs), "caught_per_run": _mean(rs, "caught"),
-                      "leaks_caught": sum(r["leaks_caught"] for r in rs), "normalised": statistics.mean(per_task.values())})
+                      "leaks_caught": sum(r["leaks_caught"] for r in rs), "rescued": sum(bool(r.get("rescued")) for r in rs),
+                      "normalised": statistics.mean(per_task.values())})
     out = {"date": dt.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv), "rows": rows, "table": table}
     (args.work / "results_faults.json").write_text(json.dumps(out, indent=2))
     if args.report:
         lines = [f"# Ablation under simulated LLM faults ({out['date']})", "", f"Command: `{out['command']}`", "",
                  f"Repair rate {args.repair_rate}; review rates {' '.join(f'{r:g}' for r in args.review_rates)}; budget {args.time_budget} per run, {args.parallel_runs} run(s) at a time with {threads} thread(s) each; tasks {', '.join(tasks)}; seeds {' '.join(map(str, args.seeds))}.", "",
-                 "| fault rate | review rate | policy | runs | valid submissions | nodes per run | wasted per run | failed per run | Debug per run | repaired per run | leaks chosen | caught by review per run | leaks caught | normalised score |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| fault rate | review rate | policy | runs | valid submissions | handed in a rescue | nodes per run | wasted per run | failed per run | Debug per run | repaired per run | leaks chosen | caught by review per run | leaks caught | normalised score |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for t in table:
-            lines.append(f"| {t['fault_rate']:g} | {t['review_rate']:g} | {t['policy']} | {t['runs']} | {t['valid_submissions']} | {t['nodes_per_run']:.1f} | "
+            lines.append(f"| {t['fault_rate']:g} | {t['review_rate']:g} | {t['policy']} | {t['runs']} | {t['valid_submissions']} | {t['rescued']} | {t['nodes_per_run']:.1f} | "
                          f"{t['wasted_per_run']:.1f} | {t['failed_per_run']:.1f} | "
                          f"{t['debug_per_run']:.1f} | {t['repaired_per_run']:.1f} | {t['leaks_chosen']} | {t['caught_per_run']:.1f} | {t['leaks_caught']} | {t['normalised']:.3f} |")
         args.report.parent.mkdir(parents=True, exist_ok=True)

@@ -12,14 +12,16 @@ a rejected one is finished at once with its reasons. Running the program is the 
 
 from __future__ import annotations
 
+from mcgs.branches import Expansion
 from mcgs.coders import CoderAnswer
 from mcgs.fidelity import Promotion, child_fidelity, fidelity_label, next_promotion
-from mcgs.graph import newest_node
+from mcgs.graph import newest_node, root_of
 from mcgs.graph import node as node_of
 from mcgs.node import FrozenNode, Operator
 from mcgs.operators import OperatorContext, build_request
 from mcgs.operators import edges as operator_edges
 from mcgs.operators.code_review import review_program
+from mcgs.operators.draft import rescue_answer
 from mcgs.operators.ensemble import build_ensemble, ensemble_due
 from mcgs.policy import select_expansion
 from mcgs.verdicts import reject
@@ -52,20 +54,27 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
     promotion = next_promotion(g, levels, search.settings.halving_eta, search.task.higher_is_better)
     if promotion is not None:
         return promote(search, promotion)
-    exp = select_expansion(g, search.settings, progress=search.clock.progress, higher_is_better=search.task.higher_is_better, rng=search.rng,
-                           policy=search.policy)
     seq_next = newest_node(g).seq + 1
-    ctx = OperatorContext(graph=g, task=search.task, profile=search.profile, settings=search.settings,
-                          seed=search.settings.seed * 100_003 + seq_next, seq=seq_next, experience=search.experience)
-    request = build_request(ctx, exp)
-    answer = search.plans.pop() if exp.operator is Operator.DRAFT and search.plans else search.coder.write(request)
+    seed = search.settings.seed * 100_003 + seq_next
+    answer = rescue_answer(search, g, seed)
+    if answer is not None:
+        exp, request = Expansion(parent_id=root_of(g), operator=Operator.DRAFT, reason="rescue"), None
+        search.say(f"node {seq_next}: rescue draft ({answer.config['model']}): no valid node yet after "
+                   f"{search.settings.rescue_at:.0%} of the budget")
+    else:
+        exp = select_expansion(g, search.settings, progress=search.clock.progress, higher_is_better=search.task.higher_is_better,
+                               rng=search.rng, policy=search.policy)
+        ctx = OperatorContext(graph=g, task=search.task, profile=search.profile, settings=search.settings, seed=seed, seq=seq_next,
+                              experience=search.experience)
+        request = build_request(ctx, exp)
+        answer = search.plans.pop() if exp.operator is Operator.DRAFT and search.plans else search.coder.write(request)
     if not isinstance(answer, CoderAnswer):  # a user's coder object
         raise TypeError(f"{type(search.coder).__name__}.write returned a {type(answer).__name__}; it must return "
                         f"mcgs.CoderAnswer(plan=..., code=..., config={{...}})")
     static = {"train_only_columns": search.profile.get("train_only_columns", ()), "forecast": search.task.forecast is not None}
     review = review_program(answer.code, **static)
     reviewer = getattr(search.coder, "review_program", None)
-    if not review.rejected and reviewer is not None and answer.config.get("coder") == getattr(search.coder, "name", None):
+    if not review.rejected and reviewer is not None and request is not None and answer.config.get("coder") == getattr(search.coder, "name", None):
         verdict = reviewer(review.code, request)  # the Code Review operator's model review of the coder's own program
         if verdict is not None:
             review = review.with_model_review(verdict, **static)
@@ -81,7 +90,7 @@ def launch(search) -> tuple[FrozenNode, float, int] | None:
     if review.rejected:
         reject(search, node, review)
         return None
-    return node, search.budget.node_timeout(), ctx.seed
+    return node, search.budget.node_timeout(), seed
 
 
 def promote(search, promotion: Promotion) -> tuple[FrozenNode, float, int]:

@@ -278,6 +278,9 @@ class SearchSettings(BaseSettings):
             equal terms.
         debug_prob: Probability that the greedy policy debugs a buggy leaf instead of improving
             the best node. 0.5 in AIDE (``search.debug_prob``).
+        rescue_at: Share of the wall budget after which a run with no valid full-fidelity node
+            yet has the recipe coder draft its cheapest program (:func:`mcgs.operators.draft.rescue_answer`),
+            so that a run whose coder keeps failing still hands in a submission; 1 turns it off.
         branch_stagnation: A branch is stagnant when its last this-many successful nodes did not
             beat its best (3, DESIGN §4); its best node then gets Evolve and Fusion children.
         global_stagnation: The search is stagnant when its last this-many finished nodes
@@ -419,6 +422,7 @@ class SearchSettings(BaseSettings):
     ensemble_gross_error_sd: float = Field(8.0, ge=0)
     policy: Literal["mcgs", "tree", "greedy"] = "mcgs"
     debug_prob: float = Field(0.5, ge=0, le=1)
+    rescue_at: float = Field(0.5, ge=0, le=1)
     plan_candidates: int = Field(8, ge=0)
     screen_rows: int = Field(2000, ge=50)
     screen_timeout_s: float = Field(60.0, gt=0)

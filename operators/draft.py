@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from mcgs.branches import Expansion, live_children
-from mcgs.coders import CoderRequest
+from mcgs.coders import CoderAnswer, CoderRequest
 from mcgs.coders.recipe_config import COST_PARAMS, TABLE_BASE, default_config, family, feature_entries, mutate_params
 from mcgs.cost_model import OVERHEAD_S, CostModel, cost_model_from_nodes
 from mcgs.experience import UNTRIED_VALUE
@@ -103,6 +103,55 @@ def affordable(config: dict[str, Any], entry: KnowledgeEntry, costs: CostModel, 
         note += f", learning_rate {params['learning_rate']} -> {out['params']['learning_rate']}"
     return out, (f" Made cheaper for this data ({note}): the cost model predicts {predicted:.0f}s for the defaults "
                  f"against a limit of {limit_s:.0f}s per candidate.")
+
+
+#: Rescue drafts a run makes at most (:func:`rescue_answer`), each with another model entry.
+RESCUE_TRIES = 2
+
+
+def rescue_answer(search, g: nx.DiGraph, seed: int) -> CoderAnswer | None:
+    """A rescue draft when one is due, else None.
+
+    Due once the share ``settings.rescue_at`` of the wall budget is spent while the run has no
+    valid full-fidelity node and none running that may yet be one: then the recipe coder
+    (offline, trusted) writes the default program of the model entry the run's calibrated cost
+    model predicts cheapest, among the entries no rescue tried and none of whose nodes timed out,
+    made cheap enough for the time limit (:func:`affordable`); at most :data:`RESCUE_TRIES`
+    times. A run whose coder keeps failing (an LLM's broken programs, drafts too slow for a short
+    budget) still hands in a submission; the plan says it is a rescue, and ``config.rescue`` marks it.
+
+    Args:
+        search: The search.
+        g: Its graph now.
+        seed: The new node's seed (``config.seed``).
+    """
+    from mcgs.coders.recipe import RecipeCoder
+    from mcgs.coders.recipe_config import render_program
+    from mcgs.cost_model import run_cost_model
+
+    nodes = [n for n in nodes_by_seq(g) if n.parent_id is not None]
+    if (search.clock.progress < search.settings.rescue_at or search.settings.rescue_at >= 1
+            or any(n.is_valid and n.full_fidelity or not n.state.is_finished() for n in nodes)):
+        return None
+    tried = {n.config.get("model") for n in nodes if n.config.get("rescue")}
+    if len(tried) >= RESCUE_TRIES:
+        return None
+    timed_out = {n.config.get("model") for n in nodes if n.state is NodeState.TIMEOUT}
+    entries = [e for e in RecipeCoder(seed=search.settings.seed, models=search.settings.recipe_models).applicable_models(search.profile)
+               if e.id not in tried]
+    entries = [e for e in entries if e.id not in timed_out] or entries
+    if not entries:
+        return None
+    costs, limit = run_cost_model(search), search.budget.node_timeout()
+    entry = min(entries, key=lambda e: costs.predict_s(default_config(e.id, search.profile)))
+    config, cheaper = affordable(default_config(entry.id, search.profile), entry, costs, limit)
+    config = {**config, "rescue": True, "seed": seed, "change": "rescue"}
+    failed = sum(1 for n in nodes if n.state.is_finished())
+    plan = (f"Rescue draft: {search.settings.rescue_at:.0%} of the budget is spent and none of the {failed} nodes so far is "
+            f"valid at full fidelity, so the recipe coder writes its cheapest program here, {entry.title} with "
+            f"default parameters (predicted {costs.predict_s(config):.0f}s against a limit of {limit:.0f}s).{cheaper}")
+    code, ids = render_program(config, title=f"mcgs candidate (rescue draft): {entry.title}", plan=plan, profile=search.profile)
+    return CoderAnswer(plan=plan, code=code, config=config, knowledge_ids=ids)
 
 
 def recipe_step(coder: "RecipeCoder", req: CoderRequest, rng: random.Random) -> tuple[dict[str, Any], str]:

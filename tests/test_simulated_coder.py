@@ -98,6 +98,40 @@ def test_a_search_at_a_forty_percent_fault_rate_hands_in_a_valid_submission(tmp_
     assert all(n.config.get("coder") == "simulated" for n in nodes)
 
 
+class _FailingCoder:
+    """Writes the recipe coder's program with a crash at its end: every node fails after running."""
+
+    name = "failing"
+
+    def __init__(self):
+        from mcgs.coders.recipe import RecipeCoder
+
+        self.recipe = RecipeCoder(seed=0, models=FAST)
+
+    def write(self, request):
+        answer = self.recipe.write(request)
+        return dataclasses.replace(answer, code=answer.code + "\nraise RuntimeError('broken on purpose')\n",
+                                   config={**answer.config, "coder": self.name})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rescue_at", [0.5, 1.0])
+def test_a_run_whose_coder_only_fails_is_rescued_by_the_recipe_coders_cheapest_program(tmp_path, rescue_at):
+    search = _search(tmp_path, _FailingCoder(), time_budget_s=40, max_nodes=40, per_run_timeout_s=15, policy="mcgs", rescue_at=rescue_at)
+    final = search.run()
+    nodes = [n for n in search.nodes() if n.parent_id is not None]
+    rescues = [n for n in nodes if n.config.get("rescue")]
+    if rescue_at >= 1:  # turned off: the run ends with nothing to hand in
+        assert not rescues and final is None and all(n.state is NodeState.BUGGY for n in nodes)
+        return
+    first = nodes.index(rescues[0])
+    assert first > 0 and all(n.state is NodeState.BUGGY for n in nodes[:first])  # the coder's nodes came first, and failed
+    assert rescues[0].operator is Operator.DRAFT and rescues[0].plan.startswith("[rescue] Rescue draft")
+    assert rescues[0].config.get("coder") is None and "broken on purpose" not in rescues[0].code  # the recipe coder's own program
+    assert final is not None and final.is_valid and (tmp_path / "run" / "best" / "submission.csv").is_file()
+    assert len(rescues) == 1  # a valid rescue ends the rescuing
+
+
 def test_mcgs_run_takes_the_simulated_coder_from_its_settings(tmp_path):
     from mcgs.search import _default_coder
 

@@ -25,8 +25,9 @@ __all__ = ["CoderRequest", "CoderAnswer", "Coder", "CoderStop", "config_key", "p
 # recipe program written as an LLM's fallback is the recipe coder's program), and which
 # interrupted node a queued copy tries again
 #: Config keys the engine writes about a node, never inherited by a node built from it: the
-#: interrupted node a retry copies, the low-fidelity node a promotion runs again (mcgs.fidelity).
-ENGINE_KEYS = frozenset({"retry_of", "promoted_from"})
+#: interrupted node a retry copies, the low-fidelity node a promotion runs again (mcgs.fidelity),
+#: the mark of a rescue draft (operators/draft.py: rescue_answer).
+ENGINE_KEYS = frozenset({"retry_of", "promoted_from", "rescue"})
 _NOT_IDENTITY = frozenset({"seed", "change", "author"}) | ENGINE_KEYS
 
 
