@@ -363,22 +363,24 @@ def test_text_recipes_run_and_read_the_text(tmp_path, kind):
     labels = rng.choice(list(vocab) if kind == "multiclass" else ["a", "b"], 400)
     noise = "the of and to in was it".split()
     text = [" ".join(rng.choice(vocab[lab].split() + noise * 2, 12)) for lab in labels]
-    df = __import__("pandas").DataFrame({"id": range(400), "text": text, "author": labels})
+    # and an integer key (a user id): the target-encoding block applies, also to naive Bayes, whose matrix holds only the text
+    df = __import__("pandas").DataFrame({"id": range(400), "user": rng.integers(0, 150, 400) * 7 + 1000, "text": text, "author": labels})
     folder = tmp_path / "t"
     folder.mkdir()
     df.iloc[:300].to_csv(folder / "train.csv", index=False)
-    df.iloc[300:, :2].to_csv(folder / "test.csv", index=False)
-    df.iloc[300:, :2].assign(author="a").drop(columns="text").to_csv(folder / "sample_submission.csv", index=False)
+    df.iloc[300:, :3].to_csv(folder / "test.csv", index=False)
+    df.iloc[300:, :1].assign(author="a").to_csv(folder / "sample_submission.csv", index=False)
     (folder / "task.yaml").write_text(yaml.safe_dump({"metric": "accuracy", "validation": {"n_splits": 3}}))
     from mcgs.task import load_task
 
     spec = load_task(folder)
     prof = profile_task(spec)
-    assert prof["n_text"] == 1
+    assert prof["n_text"] == 1 and prof["key_columns"] == ["user"]
     models = [e.id for e in retrieve(prof, recipe_kind="model")]
     assert models[:2] == ["model.naive_bayes_text", "model.tfidf_linear"]  # text models are drafted first
     for model in models[:2]:
         config = RecipeCoder().default_config(model, prof)
+        assert config["features"]["target_encoding"]
         ev, out, ids = run_recipe(spec, config, tmp_path / model)
         assert ev.score > 0.9, (model, ev.score)  # the words give the label away; only reading them scores
         assert "data.text_statistics" in ids
