@@ -146,8 +146,8 @@ def rescue_answer(search, g: nx.DiGraph, seed: int) -> CoderAnswer | None:
     entry = min(entries, key=lambda e: costs.predict_s(default_config(e.id, search.profile)))
     config, cheaper = affordable(default_config(entry.id, search.profile), entry, costs, limit)
     config = {**config, "rescue": True, "seed": seed, "change": "rescue"}
-    failed = sum(1 for n in nodes if n.state.is_finished())
-    plan = (f"Rescue draft: {search.settings.rescue_at:.0%} of the budget is spent and none of the {failed} nodes so far is "
+    finished = sum(1 for n in nodes if n.state.is_finished())
+    plan = (f"Rescue draft: {search.settings.rescue_at:.0%} of the budget is spent and none of the {finished} nodes so far is "
             f"valid at full fidelity, so the recipe coder writes its cheapest program here, {entry.title} with "
             f"default parameters (predicted {costs.predict_s(config):.0f}s against a limit of {limit:.0f}s).{cheaper}")
     code, ids = render_program(config, title=f"mcgs candidate (rescue draft): {entry.title}", plan=plan, profile=search.profile)
