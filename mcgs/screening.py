@@ -24,6 +24,7 @@ from typing import Any
 
 from mcgs.direction import best_first
 from mcgs.coders import CoderAnswer
+from mcgs.cost_model import UNSEEN_FAMILY_MARGIN, CostModel
 from mcgs.task import TaskSpec, default_n_splits, read_table
 
 __all__ = ["PlanResult", "PlanQueue", "build_screen_task", "screen_rows_for", "run_screen", "rank_plans", "save_plans", "load_plans"]
@@ -37,6 +38,11 @@ SCREEN_TEST_ROWS = 300
 # every plan slow (issue 33: boosted trees timed out and were drafted last behind k-NN).
 LOW_FIDELITY_SHARE = 0.25
 LOW_FIDELITY_MIN_ROWS = 200
+# The low-fidelity pass gets at least this share of the screening's share on top of what the
+# full pass left: on a machine where every plan overruns its part, the full pass spends the
+# whole share and the slow plans were never judged (issue 33: on trump_tweets_source 6 of 8
+# plans timed out at 7.5 s, LightGBM among them, and it was not drafted).
+LOW_PASS_SHARE = 0.5
 
 
 @dataclasses.dataclass
@@ -191,13 +197,28 @@ def run_screen(
     isolation: str = "process-session",
     disk_mb: float | None = None,
     max_output_bytes: int | None = None,
+    costs: "CostModel | None" = None,
 ) -> list[PlanResult]:
-    """Review and run each plan on the screening task, in order, each with an equal part of
-    ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent; then screen
-    each plan that ran out of time or memory again on :data:`LOW_FIDELITY_SHARE` of the rows,
-    with what is left of the share. Return one :class:`PlanResult` per plan (unrun plans are
-    ``skipped``). ``disk_mb`` and ``max_output_bytes`` are the run's disk cap and output-file cap
-    (:mod:`mcgs.candidate_files`).
+    """Review and run each plan on the screening task, then screen the slow ones again on
+    :data:`LOW_FIDELITY_SHARE` of its rows. Return one :class:`PlanResult` per plan (plans not
+    run are ``skipped``). ``disk_mb`` and ``max_output_bytes`` are the run's disk cap and
+    output-file cap (:mod:`mcgs.candidate_files`).
+
+    The full pass runs the plans in the coder's order, each with an equal part of
+    ``time_share_s`` (at least 5 s, at most ``timeout_s``), until the share is spent. With a
+    cost model (``costs``: the task's, :class:`mcgs.cost_model.CostModel`), it learns the
+    machine's speed from the plans that run to their end, and a plan it predicts at more than
+    :data:`~mcgs.cost_model.UNSEEN_FAMILY_MARGIN` times its part is not run there (it would only
+    spend the part timing out) but goes straight to the low pass.
+
+    The low pass takes the plans out of time or memory (or sent there) in the knowledge base's
+    order of their model entries (boosted trees before the rest on a table: the order drafts
+    follow when nothing is known) and gets what is left of the share, at least
+    :data:`LOW_PASS_SHARE` of it, so screening takes at most ``(1 + LOW_PASS_SHARE) *
+    time_share_s``. Each plan's limit there is the larger of the full pass's part and
+    :data:`~mcgs.cost_model.UNSEEN_FAMILY_MARGIN` times the larger of its prior and its
+    calibrated prediction; a plan
+    predicted above what is left is not run, so the time goes to plans that can finish.
 
     Raises:
         KeyboardInterrupt: ``cancel`` was set (the caller's stop).
@@ -208,7 +229,9 @@ def run_screen(
     per_plan = min(timeout_s, max(5.0, time_share_s / max(1, len(plans))))
     limits = dict(memory_mb=memory_mb, cpu_threads=threads, isolation=isolation, disk_mb=disk_mb)
     full = _Fidelity(screen, folder, max_output_bytes)
+    full_share = _share_of(screen.n_train, costs)
     reviewed: dict[int, str] = {}  # plan -> the program the Code Review passed
+    sent_low: list[int] = []  # plans predicted too slow for the full pass
     start = time.monotonic()
     for i, res in enumerate(results):
         left = time_share_s - (time.monotonic() - start)
@@ -219,19 +242,75 @@ def run_screen(
             res.state, res.error = "rejected", "; ".join(review.reasons)
             continue
         reviewed[i] = review.code
+        expected = _predicted_s(costs, res.answer.config, full_share)
+        if expected is not None and expected[0] > UNSEEN_FAMILY_MARGIN * per_plan:
+            res.error = f"predicted {expected[0]:.0f}s on {screen.n_train} rows against {per_plan:.1f}s a plan"
+            sent_low.append(i)
+            continue
         full.run(res, i, review.code, dict(limits, timeout_s=min(per_plan, left)), cancel)
+        _observe(costs, res, full_share)
     low_rows = max(LOW_FIDELITY_MIN_ROWS, int(screen.n_train * LOW_FIDELITY_SHARE))
-    slow = [(i, r) for i, r in enumerate(results) if r.state in ("timeout", "oom")]
-    if slow and low_rows < screen.n_train:
-        low = None
-        for i, res in slow:
-            left = time_share_s - (time.monotonic() - start)
-            if left < 5:
-                break
-            low = low or _Fidelity(build_screen_task(screen, folder / "task_low", low_rows, seed=0), folder / "low", max_output_bytes)
-            res.slow = True
-            low.run(res, i, reviewed[i], dict(limits, timeout_s=min(per_plan, left)), cancel)
+    slow = [i for i, r in enumerate(results) if r.state in ("timeout", "oom") or i in sent_low]
+    if not slow or low_rows >= screen.n_train:
+        return results
+    slow.sort(key=lambda i: _priority(results[i].answer.config))  # stable: the coder's order among equals
+    deadline = time.monotonic() + max(time_share_s - (time.monotonic() - start), LOW_PASS_SHARE * time_share_s)
+    low = None
+    for i in slow:
+        res, left = results[i], deadline - time.monotonic()
+        if left < 5:
+            break
+        low = low or _Fidelity(build_screen_task(screen, folder / "task_low", low_rows, seed=0), folder / "low", max_output_bytes)
+        expected = _predicted_s(costs, res.answer.config, _share_of(low.spec.n_train, costs))
+        if expected is not None and expected[0] > left:
+            note = f"predicted {expected[0]:.0f}s on {low.spec.n_train} rows, more than the {left:.0f}s of screening left"
+            res.error = f"{res.error}; {note}" if res.error else note
+            continue
+        # a family's first run: twice the larger of its prior and its prediction (the calibration
+        # learnt from other families can lower its prediction by their errors)
+        limit = per_plan if expected is None else max(per_plan, UNSEEN_FAMILY_MARGIN * max(expected))
+        res.slow = True
+        low.run(res, i, reviewed[i], dict(limits, timeout_s=min(limit, left, timeout_s)), cancel)
+        _observe(costs, res, _share_of(low.spec.n_train, costs))
     return results
+
+
+def _share_of(rows: int, costs: "CostModel | None") -> float:
+    """``rows`` as a share of the task's training rows (the cost model's fidelity)."""
+    n = (costs.profile.get("n_train") or 0) if costs is not None else 0
+    return min(1.0, rows / n) if n else 1.0
+
+
+def _predicted_s(costs: "CostModel | None", config: dict[str, Any] | None, fidelity: float) -> tuple[float, float] | None:
+    """``(calibrated prediction, prior)`` of a plan's recipe config at ``fidelity``, seconds;
+    None for a program without one (an LLM's)."""
+    if costs is None or not config or not config.get("model"):
+        return None
+    try:
+        return costs.predict_s(config, fidelity), costs.prior_s(config, fidelity)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _observe(costs: "CostModel | None", res: PlanResult, fidelity: float) -> None:
+    """Let the cost model learn the machine's speed from a plan that ran to its end."""
+    if costs is not None and res.state in ("valid", "buggy", "invalid_output") and res.runtime_s > 0:
+        try:
+            costs.observe(res.answer.config or {}, res.runtime_s, fidelity)
+        except (KeyError, TypeError, ValueError):
+            pass
+
+
+def _priority(config: dict[str, Any] | None) -> int:
+    """The knowledge base's draft priority of a plan's model entry (lower first); plans without
+    one (an LLM's) after those with one."""
+    from mcgs.knowledge_base import get_entry
+
+    try:
+        entry = get_entry((config or {})["model"])
+    except KeyError:
+        return 99
+    return entry.recipe.priority if entry.recipe else 99
 
 
 class _Fidelity:
@@ -372,6 +451,8 @@ class PlanQueue:
         self._screen(plans)
 
     def _screen(self, plans: list[CoderAnswer]) -> None:
+        from mcgs.cost_model import run_cost_model
+
         search = self.search
         share = search.settings.screen_share * search.clock.remaining
         if share < 5.0 * len(plans):
@@ -385,7 +466,7 @@ class PlanQueue:
         results = run_screen(
             plans, screen, folder, timeout_s=search.settings.screen_timeout_s, time_share_s=share, threads=max(1, search.settings.cpu_threads),
             memory_mb=search.settings.memory_mb, cancel=search.stop_event, train_only_columns=search.profile.get("train_only_columns", ()),
-            isolation=search.isolation, disk_mb=search.disk.cap_mb(), max_output_bytes=search.max_output_bytes,
+            isolation=search.isolation, disk_mb=search.disk.cap_mb(), max_output_bytes=search.max_output_bytes, costs=run_cost_model(search),
         )
         ranked = rank_plans(results, search.task.higher_is_better)
         save_plans(self.path, ranked, {"rows": screen.n_train, "seconds": round(time.monotonic() - t0, 1)})
@@ -393,7 +474,8 @@ class PlanQueue:
         for r in ranked:
             model = r.answer.config.get("model", "?") if r.answer.config else "?"
             at = f" on {r.rows} rows" if r.slow and r.rows else ""
-            search.say(f"  plan {model}: {'slow, ' if r.slow else ''}{r.state}{f' {r.score:.5g}' if r.score is not None else ''}{at} ({r.runtime_s:.1f}s)")
+            why = f": {r.error}" if r.state == "skipped" and r.error else ""
+            search.say(f"  plan {model}: {'slow, ' if r.slow else ''}{r.state}{f' {r.score:.5g}' if r.score is not None else ''}{at} ({r.runtime_s:.1f}s){why}")
         self.plans = ranked
 
     def pop(self) -> CoderAnswer:
