@@ -386,6 +386,23 @@ def test_text_recipes_run_and_read_the_text(tmp_path, kind):
         assert "data.text_statistics" in ids
 
 
+def test_histogram_boosting_runs_when_a_class_has_a_single_row_in_a_training_fold(tmp_path):
+    """scikit-learn's early stopping draws its rows stratified, which needs two rows of every
+    class: a class seen once in a training fold (a rare class, or any small subsample of a task
+    with one, as screening's 500 rows of bird_strike_phase) must not make the program fail."""
+    import yaml
+
+    spec = make_task(tmp_path / "t", "multiclass", metric="accuracy")
+    train = pd.read_csv(spec.data_dir / "train.csv")
+    train.loc[5, "target"] = "rare"  # one row: in the training part of two of the three folds
+    train.to_csv(spec.data_dir / "train.csv", index=False)
+    (spec.data_dir / "task.yaml").write_text(yaml.safe_dump({"metric": "accuracy", "target": "target", "validation": {"kind": "kfold", "n_splits": 3}}))
+    spec = load_task(spec.data_dir)
+    config = RecipeCoder().default_config("model.hist_gradient_boosting", profile_task(spec))
+    ev, out, _ = run_recipe(spec, config, tmp_path / "run")
+    assert ev.score > 0.5
+
+
 def test_lags_of_rows_sent_for_prediction_are_taken_from_the_runs_rows(tmp_path):
     """A time-indexed task: lags and rolling means of the covariates are computed along time over
     train + test; three test rows predicted alone get the lags (and predictions) they had."""
