@@ -128,6 +128,64 @@ def test_a_plan_out_of_time_is_screened_again_on_fewer_rows_and_not_ranked_behin
     assert "on a subsample of 200 rows, after running out of time on more rows" in second.plan
 
 
+class FixedCosts:
+    """A cost model with fixed predictions: ``seconds[model]`` on all the task's rows, in
+    proportion to the rows below; it records what the screening lets it observe."""
+
+    def __init__(self, n_train: int, seconds: dict[str, float]):
+        self.profile, self.seconds, self.observed = {"n_train": n_train}, seconds, []
+
+    def predict_s(self, config, fidelity=1.0):
+        return self.seconds[config["model"]] * fidelity
+
+    prior_s = predict_s
+
+    def observe(self, config, actual_s, fidelity=1.0):
+        self.observed.append((config["model"], round(fidelity, 2)))
+
+
+def _sleeps_on_many_rows(answer: CoderAnswer) -> CoderAnswer:
+    slow = "import time, pandas\nif len(pandas.read_csv('input/folds.csv')) > 300:\n    time.sleep(600)\n"
+    return dataclasses.replace(answer, code=slow + answer.code)
+
+
+@pytest.mark.slow
+def test_slow_plans_are_judged_on_fewer_rows_even_when_the_full_pass_spends_the_share(demo_task, tmp_path):
+    """Every plan overruns its part of the share on the full subsample (a slow machine): the
+    low pass still gets half the share on top, takes the plans in the knowledge base's order
+    (logistic regression, priority 2, before k-NN, 4), and skips a plan the cost model predicts
+    far beyond its part (LightGBM: never run on the full subsample, not run on the small one
+    either, as it cannot finish in what is left)."""
+    import time
+
+    from mcgs.branches import Expansion
+    from mcgs.operators import OperatorContext, build_request
+    from mcgs.screening import LOW_PASS_SHARE, rank_plans, run_screen
+
+    search = create_search(demo_task, tmp_path / "run", settings=_settings(plan_candidates=0))
+    spec, root = search.task, next(n for n in search.nodes() if n.parent_id is None)
+
+    def plan(model):
+        ctx = OperatorContext(graph=search.graph(), task=spec, profile=search.profile, settings=search.settings, seed=1)
+        return RecipeCoder(models=(model,)).write(build_request(ctx, Expansion(parent_id=root.id, operator=Operator.DRAFT, reason="plan")))
+
+    plans = [_sleeps_on_many_rows(plan("model.knn")), _sleeps_on_many_rows(plan("model.logistic_regression")), plan("model.lightgbm")]
+    costs = FixedCosts(spec.n_train, {"model.knn": 1.0, "model.logistic_regression": 1.0, "model.lightgbm": 200.0})
+    screen = build_screen_task(spec, tmp_path / "task", spec.n_train, seed=0)
+    share = 20.0
+    t0 = time.monotonic()
+    results = run_screen(plans, screen, tmp_path / "screen", timeout_s=60, time_share_s=share, threads=1, memory_mb=2048, costs=costs)
+    took = time.monotonic() - t0
+    knn, logistic, gbm = results
+    assert knn.state in ("timeout", "valid") and knn.rows in (spec.n_train, 200)  # judged second only if time was left
+    assert (logistic.state, logistic.slow, logistic.rows) == ("valid", True, 200)  # judged first on 200 rows
+    assert gbm.state == "skipped" and not gbm.slow and gbm.runtime_s == 0 and "predicted 200s" in gbm.error
+    assert ("model.logistic_regression", round(200 / spec.n_train, 2)) in costs.observed
+    assert took < (1 + LOW_PASS_SHARE) * share + 10  # the full pass's share and the low pass's half on top
+    ranked = [r.answer.config["model"] for r in rank_plans(results, spec.higher_is_better)]
+    assert ranked.index("model.logistic_regression") < ranked.index("model.lightgbm")
+
+
 def test_ranking_compares_scores_within_one_fidelity_only():
     from mcgs.screening import PlanResult, rank_plans
 
