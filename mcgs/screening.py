@@ -355,14 +355,16 @@ class _Fidelity:
 def rank_plans(results: list[PlanResult], higher_is_better: bool) -> list[PlanResult]:
     """Order screened plans for drafting.
 
-    First the best plan valid on the full screening subsample; then the slow plans (out of time
-    or memory there: costly, not wrong -- a strong but slow model, or any model on a busy
-    machine, must not lose its draft to weak fast ones): those valid on the lower-fidelity
-    subsample by their score there, then those it could not judge either, and the plans never
-    run, in the coder's order (the knowledge base's priority for the recipe coder); then the
-    other full-subsample plans by score (ties: faster first); then failed ones (buggy, invalid
-    output, rejected by the Code Review). Scores are compared only within one fidelity. All
-    stay in the queue: the search may want more drafts than there are good plans.
+    First the best plan valid on the full screening subsample, after any slow plan that beat its
+    score on fewer rows; then the slow plans (out of time or memory there: costly, not wrong --
+    a strong but slow model, or any model on a busy machine, must not lose its draft to weak
+    fast ones): those valid on the lower-fidelity subsample by their score there, then those it
+    could not judge either, and the plans never run, in the coder's order (the knowledge base's
+    priority for the recipe coder); then the other full-subsample plans by score (ties: faster
+    first); then failed ones (buggy, invalid output, rejected by the Code Review). Scores of
+    different fidelities are compared only one way: a plan better on fewer rows is taken to be
+    better on more (learning curves rise with the rows), never the reverse. All stay in the
+    queue: the search may want more drafts than there are good plans.
     """
     def by_score(plans):
         return sorted(plans, key=lambda r: (best_first(r.score, higher_is_better), r.runtime_s))
@@ -374,7 +376,10 @@ def rank_plans(results: list[PlanResult], higher_is_better: bool) -> list[PlanRe
     slow_valid = by_score([r for r in results if scored(r) and r.slow])
     unknown = [r for r in results if r.state in ("skipped", "timeout", "oom")]
     failed = [r for r in results if r not in full and r not in slow_valid and r not in unknown]
-    return full[:1] + slow_valid + unknown + full[1:] + failed
+    # a plan that beats the best full-subsample plan on fewer rows is taken to beat it on more
+    # (a learning curve rises with the rows); only this one-sided comparison crosses fidelities
+    ahead = [r for r in slow_valid if full and best_first(r.score, higher_is_better) < best_first(full[0].score, higher_is_better)]
+    return ahead + full[:1] + [r for r in slow_valid if r not in ahead] + unknown + full[1:] + failed
 
 
 def save_plans(path: Path, ranked: list[PlanResult], meta: dict[str, Any]) -> None:

@@ -196,9 +196,13 @@ def test_ranking_compares_scores_within_one_fidelity_only():
                plan("linear", "valid", 0.85), plan("rf", "valid", 0.85, runtime=0.5), plan("nb", "buggy"),
                plan("mlp", "skipped"), plan("svm", "valid", 0.90, slow=True)]
     order = [r.answer.plan for r in rank_plans(results, higher_is_better=True)]
-    # the best full-subsample plan, then the slow ones (by their low-fidelity score), the
+    # the slow plan that beat the best full-subsample plan on fewer rows (svm 0.90 against rf
+    # 0.85), that plan, the other slow ones (gbm, worse on fewer rows: not comparable), the
     # unjudged in the coder's order, the other full-subsample plans, the failed
-    assert order == ["rf", "svm", "gbm", "catboost", "mlp", "linear", "knn", "nb"]
+    assert order == ["svm", "rf", "gbm", "catboost", "mlp", "linear", "knn", "nb"]
+    # lower is better: gbm (0.70 on fewer rows) beats knn (0.80), svm (0.90) does not
+    order = [r.answer.plan for r in rank_plans(results, higher_is_better=False)]
+    assert order == ["gbm", "knn", "svm", "catboost", "mlp", "rf", "linear", "nb"]
 
 
 def test_the_screening_subsample_grows_with_the_data_within_its_bounds():
