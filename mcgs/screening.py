@@ -24,7 +24,7 @@ from typing import Any
 
 from mcgs.direction import best_first
 from mcgs.coders import CoderAnswer
-from mcgs.cost_model import UNSEEN_FAMILY_MARGIN, CostModel
+from mcgs.cost_model import UNSEEN_FAMILY_MARGIN, CostModel, run_cost_model
 from mcgs.task import TaskSpec, default_n_splits, read_table
 
 __all__ = ["PlanResult", "PlanQueue", "build_screen_task", "screen_rows_for", "run_screen", "rank_plans", "save_plans", "load_plans"]
@@ -217,8 +217,8 @@ def run_screen(
     :data:`LOW_PASS_SHARE` of it, so screening takes at most ``(1 + LOW_PASS_SHARE) *
     time_share_s``. Each plan's limit there is the larger of the full pass's part and
     :data:`~mcgs.cost_model.UNSEEN_FAMILY_MARGIN` times the larger of its prior and its
-    calibrated prediction; a plan
-    predicted above what is left is not run, so the time goes to plans that can finish.
+    calibrated prediction; a plan predicted above what is left is not run, so the time goes to
+    plans that can finish.
 
     Raises:
         KeyboardInterrupt: ``cancel`` was set (the caller's stop).
@@ -456,8 +456,6 @@ class PlanQueue:
         self._screen(plans)
 
     def _screen(self, plans: list[CoderAnswer]) -> None:
-        from mcgs.cost_model import run_cost_model
-
         search = self.search
         share = search.settings.screen_share * search.clock.remaining
         if share < 5.0 * len(plans):
