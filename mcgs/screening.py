@@ -249,12 +249,21 @@ def run_screen(
             continue
         full.run(res, i, review.code, dict(limits, timeout_s=min(per_plan, left)), cancel)
         _observe(costs, res, full_share)
-    low_rows = max(LOW_FIDELITY_MIN_ROWS, int(screen.n_train * LOW_FIDELITY_SHARE))
     slow = [i for i, r in enumerate(results) if r.state in ("timeout", "oom") or i in sent_low]
+    left = max(time_share_s - (time.monotonic() - start), LOW_PASS_SHARE * time_share_s)
+    _low_pass(results, slow, reviewed, screen, folder, left, per_plan, dict(limits, timeout_s=timeout_s), costs, cancel, max_output_bytes)
+    return results
+
+
+def _low_pass(results, slow, reviewed, screen, folder, seconds, per_plan, limits, costs, cancel, max_output_bytes) -> None:
+    """Screen the ``slow`` plans (indices into ``results``) again on :data:`LOW_FIDELITY_SHARE`
+    of the screening rows within ``seconds``, as :func:`run_screen` says; ``limits['timeout_s']``
+    caps each run."""
+    low_rows = max(LOW_FIDELITY_MIN_ROWS, int(screen.n_train * LOW_FIDELITY_SHARE))
     if not slow or low_rows >= screen.n_train:
-        return results
-    slow.sort(key=lambda i: _priority(results[i].answer.config))  # stable: the coder's order among equals
-    deadline = time.monotonic() + max(time_share_s - (time.monotonic() - start), LOW_PASS_SHARE * time_share_s)
+        return
+    slow = sorted(slow, key=lambda i: _priority(results[i].answer.config))  # stable: the coder's order among equals
+    deadline = time.monotonic() + seconds
     low = None
     for i in slow:
         res, left = results[i], deadline - time.monotonic()
@@ -270,9 +279,8 @@ def run_screen(
         # learnt from other families can lower its prediction by their errors)
         limit = per_plan if expected is None else max(per_plan, UNSEEN_FAMILY_MARGIN * max(expected))
         res.slow = True
-        low.run(res, i, reviewed[i], dict(limits, timeout_s=min(limit, left, timeout_s)), cancel)
+        low.run(res, i, reviewed[i], dict(limits, timeout_s=min(limit, left, limits["timeout_s"])), cancel)
         _observe(costs, res, _share_of(low.spec.n_train, costs))
-    return results
 
 
 def _share_of(rows: int, costs: "CostModel | None") -> float:
