@@ -270,7 +270,8 @@ def _low_pass(results, slow, reviewed, screen, folder, seconds, per_plan, limits
         if left < 5:
             break
         low = low or _Fidelity(build_screen_task(screen, folder / "task_low", low_rows, seed=0), folder / "low", max_output_bytes)
-        expected = _predicted_s(costs, res.answer.config, _share_of(low.spec.n_train, costs))
+        share = _share_of(low.spec.n_train, costs)
+        expected = _predicted_s(costs, res.answer.config, share)
         if expected is not None and expected[0] > left:
             note = f"predicted {expected[0]:.0f}s on {low.spec.n_train} rows, more than the {left:.0f}s of screening left"
             res.error = f"{res.error}; {note}" if res.error else note
@@ -280,7 +281,7 @@ def _low_pass(results, slow, reviewed, screen, folder, seconds, per_plan, limits
         limit = per_plan if expected is None else max(per_plan, UNSEEN_FAMILY_MARGIN * max(expected))
         res.slow = True
         low.run(res, i, reviewed[i], dict(limits, timeout_s=min(limit, left, limits["timeout_s"])), cancel)
-        _observe(costs, res, _share_of(low.spec.n_train, costs))
+        _observe(costs, res, share)
 
 
 def _share_of(rows: int, costs: "CostModel | None") -> float:
