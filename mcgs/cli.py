@@ -262,6 +262,11 @@ def _forecast_rows(t, best: Path, forecast) -> None:
         t.add_row("forecast", f"{best / 'submission.csv'} (the next {forecast.horizon} steps, in the history's units)")
 
 
+#: What the summary says after the states that a newcomer could read as a broken program.
+_STATE_GLOSS = {"interrupted": "stopped by the run's end or a stop signal, not by its program",
+                "timeout": "ran past its own time limit"}
+
+
 def _summary(search):
     """Print the run's summary table and spend; returns the chosen node (None without a valid node)."""
     nodes = [n for n in search.nodes() if n.state.is_finished()]
@@ -271,7 +276,8 @@ def _summary(search):
     t.add_row("run", str(search.run_dir))
     everything = [n for n in search.nodes() if n.parent_id is not None]
     states = Counter(n.state.value for n in everything if not n.is_valid)
-    detail = ", ".join([f"{sum(n.is_valid for n in nodes)} valid"] + [f"{v} {k}" for k, v in sorted(states.items())])
+    detail = ", ".join([f"{sum(n.is_valid for n in nodes)} valid"]
+                       + [f"{v} {k}" + (f" ({_STATE_GLOSS[k]})" if k in _STATE_GLOSS else "") for k, v in sorted(states.items())])
     t.add_row("nodes", f"{len(everything)} ({detail})")
     if best is None:
         t.add_row("chosen node", "none: no candidate produced a valid submission")

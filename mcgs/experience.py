@@ -432,7 +432,9 @@ def contribute(search) -> bool:
     except ExperienceError as exc:
         search.say(f"experience: not stored ({exc}); the run is complete without it")
         return False
-    search.say(f"experience: this run's {len(rows)} finished node(s) were added to {store.shown}")
+    total = sum(n.parent_id is not None for n in search.nodes())
+    unjudged = f" (the {total - len(rows)} left out were stopped before a verdict)" if total > len(rows) else ""
+    search.say(f"experience: {len(rows)} of this run's {total} node(s) were added to {store.shown}{unjudged}")
     return True
 
 

@@ -102,6 +102,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path):
     res = subprocess.run([sys.executable, "-m", "mcgs", "resume", str(run)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "best solution" in res.stdout and "chosen node (roc_auc)" in res.stdout and "out-of-fold" in res.stdout
+    assert "1 interrupted (stopped by the run's end or a stop signal, not by its program)" in " ".join(res.stdout.split())
     # piped, not a terminal: laid out LOG_WIDTH (120) columns wide rather than rich's 80; the
     # commands to run next are whole lines however long the run's path is, so they paste
     lines = res.stdout.splitlines()
