@@ -469,7 +469,7 @@ class PlanQueue:
         share = search.settings.screen_share * search.clock.remaining
         if share < 5.0 * len(plans):
             search.say(f"skipping plan screening (a quick trial of each of the {len(plans)} draft plans on a subsample of the rows): "
-                       f"this budget leaves {share:.0f} s for it, under 5 s a plan; the plans are drafted in the order the coder proposed them")
+                       f"it needs at least 5 s a plan and this budget leaves it {share:.0f} s; the plans are drafted in the order the coder proposed them")
             return
         folder = search.run_dir / "screen"
         screen = build_screen_task(search.task, folder / "task", screen_rows_for(search.task.n_train, search.settings.screen_rows),

@@ -123,7 +123,7 @@ def experience_line(run_dir) -> str:
         return "experience: none used (no store, or the run began without one)"
     runs = data.get("experience", {}).get("runs", [])
     if not runs:
-        return f"experience: none on similar data in {data.get('store')}"
+        return f"experience: none on similar data in {data.get('store')} when the run began (its own nodes are added at its end)"
     fams = ", ".join(list(data["experience"].get("family_ranks", {}))[:3])
     return f"experience: started from {len(runs)} earlier run(s) on similar data in {data.get('store')} (drafts first: {fams})"
 

@@ -123,7 +123,7 @@ def test_a_run_never_learns_from_its_own_data_unless_asked(first, tmp_path):
     assert again.run_record.data_fingerprint == first.run_record.data_fingerprint
     assert again.experience.empty
     status = subprocess.run([sys.executable, "-m", "mcgs", "status", str(tmp_path / "again")], capture_output=True, text=True, timeout=120)
-    assert "experience: none on similar data" in status.stdout
+    assert "experience: none on similar data" in status.stdout and "when the run began" in " ".join(status.stdout.split())
     st = ExperienceStore(store_url(str(store)))
     assert recall(st, first.profile, first.run_record.data_fingerprint).empty
     assert len(recall(st, first.profile, first.run_record.data_fingerprint, same_task=True).runs) == 2  # when asked
